@@ -1,0 +1,335 @@
+import pg from 'pg';
+import {
+  assertLeaseMs,
+  type BackoffOptions,
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  MAX_ATTEMPTS_LIMIT,
+  resolveBackoff,
+} from './config.js';
+import { ValidationError } from './errors.js';
+import type { Lease } from './lease.js';
+import { type MigrateResult, migrate } from './migrations/migrator.js';
+import { describeError } from './runtime/error-details.js';
+import { Worker, type WorkerOptions } from './runtime/worker.js';
+import { claimJobs } from './storage/claim.js';
+import { completeJobs } from './storage/complete.js';
+import type { Queryable } from './storage/db.js';
+import { insertJob, insertJobs, type NewJob } from './storage/enqueue.js';
+import { type FailOutcome, failJobs } from './storage/fail.js';
+import { extendLeases } from './storage/heartbeat.js';
+import { type Job, type RefusalCount, readJob, readRefusals } from './storage/read.js';
+import { recoverExpiredLeases } from './storage/recover.js';
+import {
+  assertInt,
+  assertQueueName,
+  assertSchemaName,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  MAX_BATCH,
+  MAX_ENQUEUE_MANY,
+  optionalInt,
+  scheduleFromOptions,
+  serialisePayload,
+} from './validation.js';
+
+/** Options of a `Leasehold` client. */
+export interface LeaseholdOptions {
+  /** PostgreSQL connection string; defaults to `DATABASE_URL`. Ignored when `pool` is given. */
+  connectionString?: string;
+  /** A pool of your own; Leasehold then never ends it. */
+  pool?: pg.Pool;
+  /** Connections in the pool Leasehold creates (default 10). */
+  poolSize?: number;
+  /** The PostgreSQL schema holding Leasehold's tables (default `leasehold`). */
+  schema?: string;
+  /** Retry backoff for failures and expired leases. */
+  backoff?: BackoffOptions;
+  /** Largest payload accepted, as JSON bytes (default 256 KiB). */
+  maxPayloadBytes?: number;
+}
+
+/** Options of `enqueue`. */
+export interface EnqueueOptions {
+  /** Higher runs first (a preference, not a promise). Default 0. */
+  priority?: number;
+  /** Earliest time to run, compared with database time. */
+  runAt?: Date;
+  /** Delay before the job may run, from database time at insert. */
+  delayMs?: number;
+  /** Attempts allowed in all (default 8). */
+  maxAttempts?: number;
+  /** Your own client inside an open transaction: the job commits or rolls back with it. */
+  client?: Queryable;
+}
+
+/** One job of `enqueueMany`. */
+export interface EnqueueItem {
+  /** The job's data (JSON). */
+  payload: unknown;
+  /** Higher runs first. */
+  priority?: number;
+  /** Earliest time to run. */
+  runAt?: Date;
+  /** Delay before the job may run. */
+  delayMs?: number;
+  /** Attempts allowed in all. */
+  maxAttempts?: number;
+}
+
+/** Options of `claim`. */
+export interface ClaimOptions {
+  /** Queue to claim from. */
+  queue: string;
+  /** Who claims: recorded as the lease owner and required by every later write. */
+  owner: string;
+  /** Most jobs to claim (1..1000, default 1). */
+  limit?: number;
+  /** Lease length in ms (default 60 s). */
+  leaseMs?: number;
+}
+
+/** Options of `fail`. */
+export interface FailOptions {
+  /** False sends the job straight to `dead`. Default true. */
+  retryable?: boolean;
+  /** Retry after exactly this delay instead of the jittered backoff. */
+  delayMs?: number;
+  /** Retry only while attempt < this budget (smaller than maxAttempts for unclassified errors). */
+  attemptBudget?: number;
+  /** Stored error code; defaults to the error's own `code`, else `ERROR`. */
+  code?: string;
+}
+
+const PRIORITY_LIMIT = 1_000_000;
+
+/**
+ * The Leasehold client: enqueue work, claim it under an expiring lease, and report outcomes that
+ * are accepted only while that lease is current.
+ */
+export class Leasehold {
+  /** The validated schema name. */
+  readonly schema: string;
+  /** The pool every statement runs on (unless a call passes its own client). */
+  readonly pool: pg.Pool;
+  /** Resolved retry backoff. */
+  readonly backoff: Required<BackoffOptions>;
+  /** Largest payload accepted, in JSON bytes. */
+  readonly maxPayloadBytes: number;
+  readonly #ownsPool: boolean;
+
+  constructor(options: LeaseholdOptions = {}) {
+    const schema = options.schema ?? 'leasehold';
+    assertSchemaName(schema);
+    this.schema = schema;
+    this.backoff = resolveBackoff(options.backoff, 'backoff');
+    this.maxPayloadBytes = optionalInt(
+      options.maxPayloadBytes,
+      'maxPayloadBytes',
+      2,
+      64 * 1024 * 1024,
+      DEFAULT_MAX_PAYLOAD_BYTES,
+    );
+    if (options.pool) {
+      this.pool = options.pool;
+      this.#ownsPool = false;
+    } else {
+      const connectionString = options.connectionString ?? process.env.DATABASE_URL;
+      if (!connectionString) {
+        throw new ValidationError('connectionString', 'give connectionString or pool, or set DATABASE_URL');
+      }
+      this.pool = new pg.Pool({
+        connectionString,
+        max: optionalInt(options.poolSize, 'poolSize', 1, 1000, 10),
+        application_name: 'leasehold',
+      });
+      // An idle client losing its connection (a server restart) must not crash the process;
+      // the next query on a fresh connection reports the error where it can be handled.
+      this.pool.on('error', () => {});
+      this.#ownsPool = true;
+    }
+  }
+
+  /** Creates or upgrades the schema; safe to call from many processes at once. */
+  migrate(): Promise<MigrateResult> {
+    return migrate(this.pool, this.schema);
+  }
+
+  /** Ends the pool if Leasehold created it. */
+  async close(): Promise<void> {
+    if (this.#ownsPool) await this.pool.end();
+  }
+
+  /** Adds a job to `queue`. With `client`, the job joins that transaction. */
+  async enqueue(queue: string, payload: unknown, options: EnqueueOptions = {}): Promise<{ id: string }> {
+    assertQueueName(queue);
+    const job = this.#newJob({ ...options, payload }, 'options');
+    const id = await insertJob(options.client ?? this.pool, this.schema, queue, job);
+    return { id };
+  }
+
+  /** Adds many jobs to `queue` in one statement, all or nothing; ids come back in input order. */
+  async enqueueMany(
+    queue: string,
+    items: readonly EnqueueItem[],
+    options: { client?: Queryable } = {},
+  ): Promise<{ ids: string[] }> {
+    assertQueueName(queue);
+    if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ENQUEUE_MANY) {
+      throw new ValidationError('items', `must be an array of 1 to ${MAX_ENQUEUE_MANY} jobs`);
+    }
+    const jobs = items.map((item, index) => this.#newJob(item, `items[${index}]`));
+    const ids = await insertJobs(options.client ?? this.pool, this.schema, queue, jobs);
+    return { ids };
+  }
+
+  /** Claims up to `limit` jobs of a queue in one statement and commits at once. */
+  async claim(options: ClaimOptions): Promise<Lease[]> {
+    assertQueueName(options.queue);
+    assertOwner(options.owner);
+    const limit = optionalInt(options.limit, 'limit', 1, MAX_BATCH, 1);
+    const leaseMs =
+      options.leaseMs === undefined ? DEFAULT_LEASE_MS : assertLeaseMs(options.leaseMs, 'leaseMs');
+    const rows = await claimJobs(this.pool, this.schema, {
+      queue: options.queue,
+      owner: options.owner,
+      limit,
+      leaseMs,
+    });
+    return rows.map((row) => ({
+      jobId: row.id,
+      queue: options.queue,
+      payload: row.payload,
+      owner: options.owner,
+      token: row.lease_token,
+      attempt: row.attempt_count,
+      maxAttempts: row.max_attempts,
+      expiresAt: row.lease_expires_at,
+    }));
+  }
+
+  /** Extends a lease from now; false when it is lost (expired, recovered or reclaimed). */
+  async heartbeat(lease: Lease, options: { leaseMs?: number } = {}): Promise<boolean> {
+    assertLease(lease);
+    const leaseMs =
+      options.leaseMs === undefined ? DEFAULT_LEASE_MS : assertLeaseMs(options.leaseMs, 'leaseMs');
+    const extended = await extendLeases(this.pool, this.schema, [{ ...lease, leaseMs }]);
+    const expiresAt = extended.get(lease.jobId);
+    if (expiresAt) lease.expiresAt = expiresAt;
+    return expiresAt !== undefined;
+  }
+
+  /** Marks the job succeeded; false when the lease was lost and nothing changed. */
+  async complete(lease: Lease, options: { client?: Queryable } = {}): Promise<boolean> {
+    assertLease(lease);
+    const accepted = await completeJobs(options.client ?? this.pool, this.schema, [lease]);
+    return accepted.has(lease.jobId);
+  }
+
+  /**
+   * Records a failed attempt: `retry` (pending again after backoff), `dead` (attempts spent or
+   * not retryable; kept, never deleted) or `lost` (the lease was lost; nothing changed).
+   */
+  async fail(lease: Lease, error: unknown, options: FailOptions = {}): Promise<FailOutcome> {
+    assertLease(lease);
+    const details = describeError(error, options.code);
+    const outcomes = await failJobs(this.pool, this.schema, [
+      {
+        ...lease,
+        retryable: options.retryable ?? true,
+        delayMs:
+          options.delayMs === undefined ? null : assertInt(options.delayMs, 'delayMs', 0, 30 * 86_400_000),
+        baseMs: this.backoff.baseMs,
+        maxMs: this.backoff.maxMs,
+        attemptBudget:
+          options.attemptBudget === undefined
+            ? null
+            : assertInt(options.attemptBudget, 'attemptBudget', 1, MAX_ATTEMPTS_LIMIT),
+        ...details,
+      },
+    ]);
+    return outcomes.get(lease.jobId) ?? 'lost';
+  }
+
+  /**
+   * Returns expired leases to `pending` (after backoff) or `dead` (attempts spent), in batches of
+   * `batchSize`, each its own short transaction, until none is left or `limit` jobs were moved.
+   */
+  async recoverExpired(
+    options: { limit?: number; batchSize?: number } = {},
+  ): Promise<{ retried: number; dead: number }> {
+    const limit = optionalInt(options.limit, 'limit', 1, Number.MAX_SAFE_INTEGER, 100_000);
+    const batchSize = optionalInt(options.batchSize, 'batchSize', 1, MAX_BATCH, MAX_BATCH);
+    const total = { retried: 0, dead: 0 };
+    while (total.retried + total.dead < limit) {
+      const batch = Math.min(batchSize, limit - total.retried - total.dead);
+      const moved = await recoverExpiredLeases(this.pool, this.schema, { limit: batch, ...this.backoff });
+      total.retried += moved.retried;
+      total.dead += moved.dead;
+      if (moved.retried + moved.dead < batch) break;
+    }
+    return total;
+  }
+
+  /** Reads one job; null when none has that id. */
+  async getJob(id: string | bigint | number): Promise<Job | null> {
+    return readJob(this.pool, this.schema, assertJobId(id));
+  }
+
+  /** Lost-fence attempts counted so far, per queue and operation. */
+  leaseRefusals(): Promise<RefusalCount[]> {
+    return readRefusals(this.pool, this.schema);
+  }
+
+  /** Creates a worker that runs handlers for the given queues. Call `start()` on it. */
+  worker(options: WorkerOptions): Worker {
+    return new Worker(this, options);
+  }
+
+  #newJob(
+    item: { payload?: unknown; priority?: number; runAt?: Date; delayMs?: number; maxAttempts?: number },
+    field: string,
+  ): NewJob {
+    if (typeof item !== 'object' || item === null) throw new ValidationError(field, 'must be an object');
+    const schedule = scheduleFromOptions(item, field);
+    return {
+      payloadJson: serialisePayload(
+        item.payload,
+        this.maxPayloadBytes,
+        `${field === 'options' ? '' : `${field}.`}payload`,
+      ),
+      priority: optionalInt(item.priority, `${field}.priority`, -PRIORITY_LIMIT, PRIORITY_LIMIT, 0),
+      runAt: schedule.runAt,
+      delayMs: schedule.delayMs,
+      maxAttempts: optionalInt(
+        item.maxAttempts,
+        `${field}.maxAttempts`,
+        1,
+        MAX_ATTEMPTS_LIMIT,
+        DEFAULT_MAX_ATTEMPTS,
+      ),
+    };
+  }
+}
+
+function assertOwner(owner: unknown): asserts owner is string {
+  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 200) {
+    throw new ValidationError('owner', 'must be a string of 1 to 200 characters');
+  }
+}
+
+function assertLease(lease: Lease): void {
+  if (typeof lease !== 'object' || lease === null)
+    throw new ValidationError('lease', 'must be a Lease from claim()');
+  assertJobId(lease.jobId, 'lease.jobId');
+  assertJobId(lease.token, 'lease.token');
+  assertOwner(lease.owner);
+  assertQueueName(lease.queue, 'lease.queue');
+}
+
+function assertJobId(id: unknown, field = 'id'): string {
+  const text = typeof id === 'bigint' || typeof id === 'number' ? String(id) : id;
+  if (typeof text !== 'string' || !/^[0-9]{1,19}$/.test(text) || BigInt(text) > 9_223_372_036_854_775_807n) {
+    throw new ValidationError(field, 'must be a positive bigint (as a string)');
+  }
+  return text;
+}

@@ -1,0 +1,80 @@
+/**
+ * Every error Leasehold raises carries a stable `code`. Check errors with `isLeaseholdError(err, code)`
+ * rather than `instanceof` alone: two copies of the package can be installed side by side.
+ */
+
+/** Stable error codes raised by Leasehold itself. */
+export type LeaseholdErrorCode = 'VALIDATION' | 'SCHEMA_VERSION' | 'DATABASE' | 'LEASE_LOST' | 'WORKER_STATE';
+
+/** Base class of every error Leasehold raises. */
+export class LeaseholdError extends Error {
+  /** Stable machine-readable code; never changes between versions. */
+  readonly code: LeaseholdErrorCode;
+
+  constructor(code: LeaseholdErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'LeaseholdError';
+    this.code = code;
+  }
+}
+
+/** Bad input (a queue name, payload, option or limit) refused before anything was written. */
+export class ValidationError extends LeaseholdError {
+  /** The option or argument that was refused, e.g. `queue` or `payload`. */
+  readonly field: string;
+
+  constructor(field: string, message: string) {
+    super('VALIDATION', `${field}: ${message}`);
+    this.name = 'ValidationError';
+    this.field = field;
+  }
+}
+
+/** The database schema was migrated by a newer Leasehold than this one. */
+export class SchemaVersionError extends LeaseholdError {
+  constructor(message: string) {
+    super('SCHEMA_VERSION', message);
+    this.name = 'SchemaVersionError';
+  }
+}
+
+/** A driver or server error, translated at the storage boundary; `cause` keeps the original. */
+export class DatabaseError extends LeaseholdError {
+  /** The PostgreSQL SQLSTATE, when the server sent one. */
+  readonly sqlState: string | undefined;
+
+  constructor(message: string, sqlState: string | undefined, cause: unknown) {
+    super('DATABASE', message, { cause });
+    this.name = 'DatabaseError';
+    this.sqlState = sqlState;
+  }
+}
+
+/** Raised inside a handler (e.g. by `job.effect`) when the job's lease is gone and nothing more may be written. */
+export class LeaseLostError extends LeaseholdError {
+  constructor(message = 'the lease on this job was lost; its writes are refused') {
+    super('LEASE_LOST', message);
+    this.name = 'LeaseLostError';
+  }
+}
+
+/** True when `err` is a Leasehold error, optionally of the given code. Works across package copies. */
+export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err is LeaseholdError {
+  if (typeof err !== 'object' || err === null) return false;
+  const candidate = err as { code?: unknown; name?: unknown };
+  const known: readonly string[] = ['VALIDATION', 'SCHEMA_VERSION', 'DATABASE', 'LEASE_LOST', 'WORKER_STATE'];
+  if (typeof candidate.code !== 'string' || !known.includes(candidate.code)) return false;
+  return code === undefined || candidate.code === code;
+}
+
+/**
+ * Wraps a thrown driver error in a `DatabaseError` without repeating parameter values
+ * (they may hold payloads) in the message.
+ */
+export function toDatabaseError(err: unknown, statement: string): LeaseholdError {
+  if (err instanceof LeaseholdError) return err;
+  const pgErr = err as { code?: unknown; message?: unknown };
+  const sqlState = typeof pgErr.code === 'string' ? pgErr.code : undefined;
+  const reason = typeof pgErr.message === 'string' ? pgErr.message : String(err);
+  return new DatabaseError(`${statement} failed: ${reason}`, sqlState, err);
+}

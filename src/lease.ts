@@ -1,0 +1,19 @@
+/** A claimed job: the right to work on it until `expiresAt`, proven by `owner` and `token`. */
+export interface Lease {
+  /** The job's id (a bigint, as a string). */
+  jobId: string;
+  /** The queue the job was claimed from. */
+  queue: string;
+  /** The job's payload, as stored. */
+  payload: unknown;
+  /** Who holds the lease. */
+  owner: string;
+  /** Fencing token of this claim (a bigint, as a string); every later write must present it. */
+  token: string;
+  /** Which attempt this is, from 1. */
+  attempt: number;
+  /** Attempts allowed in all. */
+  maxAttempts: number;
+  /** When the lease lapses, in database time. */
+  expiresAt: Date;
+}

@@ -1,0 +1,70 @@
+import { defineStatement, type Queryable, run } from './db.js';
+
+/**
+ * JobClaimMany: pending -> running, for up to $3 jobs of queue $1, in one statement.
+ * The locking subquery takes row locks with SKIP LOCKED, so concurrent claimers pass each other
+ * instead of waiting; the update increments attempt_count and the fencing token and starts a lease
+ * measured in database time. Served by jobs_claimable_idx. The caller commits at once (autocommit):
+ * no transaction outlives this statement.
+ * ORDER BY is a preference, not a promise: a claimer skips rows locked by a peer.
+ */
+const JobClaimMany = defineStatement(
+  'claim_jobs',
+  (s) => `
+  WITH candidate AS (
+    SELECT id
+    FROM ${s}.jobs
+    WHERE queue_name = $1
+      AND status = 'pending'
+      AND available_at <= now()
+    ORDER BY priority DESC, available_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+  )
+  UPDATE ${s}.jobs AS j
+  SET status = 'running',
+      attempt_count = j.attempt_count + 1,
+      lease_owner = $2,
+      lease_token = j.lease_token + 1,
+      lease_expires_at = now() + $4::double precision * interval '1 millisecond',
+      claimed_at = now()
+  FROM candidate
+  WHERE j.id = candidate.id
+  RETURNING j.id, j.payload, j.lease_token, j.attempt_count, j.max_attempts, j.lease_expires_at,
+            j.priority, j.created_at`,
+);
+
+/** A row as the claim returns it. */
+export interface ClaimedRow {
+  id: string;
+  payload: unknown;
+  lease_token: string;
+  attempt_count: number;
+  max_attempts: number;
+  lease_expires_at: Date;
+  priority: number;
+  created_at: Date;
+}
+
+/** Claims up to `limit` jobs of `queue` for `owner`; rows come back in preference order. */
+export async function claimJobs(
+  db: Queryable,
+  schema: string,
+  params: { queue: string; owner: string; limit: number; leaseMs: number },
+): Promise<ClaimedRow[]> {
+  const rows = await run<ClaimedRow>(db, JobClaimMany(schema), [
+    params.queue,
+    params.owner,
+    params.limit,
+    params.leaseMs,
+  ]);
+  // UPDATE ... RETURNING has no defined order; restore the preference order for callers.
+  if (rows.length > 1) rows.sort(byPreference);
+  return rows;
+}
+
+function byPreference(a: ClaimedRow, b: ClaimedRow): number {
+  if (a.priority !== b.priority) return b.priority - a.priority;
+  const byId = BigInt(a.id) - BigInt(b.id);
+  return byId < 0n ? -1 : byId > 0n ? 1 : 0;
+}

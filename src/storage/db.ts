@@ -1,0 +1,60 @@
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { toDatabaseError } from '../errors.js';
+
+/**
+ * The smallest seam Leasehold needs from a connection: a `pg.Pool`, a checked-out `pg.PoolClient`
+ * or a `pg.Client` inside the caller's transaction all fit, so every write can join a transaction.
+ */
+export interface Queryable {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    config: pg.QueryConfig<unknown[]>,
+  ): Promise<pg.QueryResult<R>>;
+}
+
+/** A named SQL statement bound to one schema; the name lets `pg` prepare it once per connection. */
+export interface Statement {
+  readonly name: string;
+  readonly text: string;
+}
+
+/** Quotes a validated identifier for SQL text (doubling any quote, though validation allows none). */
+export function quoteIdent(identifier: string): string {
+  return `"${identifier.replace(/"/g, '""')}"`;
+}
+
+/**
+ * Declares a statement whose text depends only on the (validated, quoted) schema.
+ * The text is built once per schema and memoised, so hot paths never rebuild SQL.
+ */
+export function defineStatement(
+  name: string,
+  build: (schema: string) => string,
+): (schema: string) => Statement {
+  const bySchema = new Map<string, Statement>();
+  return (schema) => {
+    let statement = bySchema.get(schema);
+    if (!statement) {
+      const text = build(quoteIdent(schema));
+      // Prepared statement names are per connection; the hash keeps two schemas on one pool apart.
+      const digest = createHash('sha1').update(schema).update('\0').update(text).digest('hex').slice(0, 10);
+      statement = { name: `leasehold_${name}_${digest}`, text };
+      bySchema.set(schema, statement);
+    }
+    return statement;
+  };
+}
+
+/** Runs a statement, translating driver errors into `DatabaseError` at this boundary. */
+export async function run<R extends pg.QueryResultRow>(
+  db: Queryable,
+  statement: Statement,
+  values: unknown[],
+): Promise<R[]> {
+  try {
+    const result = await db.query<R>({ name: statement.name, text: statement.text, values });
+    return result.rows;
+  } catch (err) {
+    throw toDatabaseError(err, statement.name);
+  }
+}

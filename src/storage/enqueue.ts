@@ -1,0 +1,90 @@
+import { defineStatement, type Queryable, run } from './db.js';
+
+/** The NOTIFY channel of a schema. Notifications carry only a queue name, never job data. */
+export function wakeupChannel(schema: string): string {
+  return `${schema}_wakeup`;
+}
+
+/**
+ * JobInsert: (nothing) -> pending.
+ * Inserts one job and, in the same statement and so the same transaction, notifies listeners of
+ * its queue; PostgreSQL delivers the notification only on commit and folds duplicates within one
+ * transaction, so a transaction wakes each queue at most once.
+ */
+const JobInsert = defineStatement(
+  'enqueue_one',
+  (s) => `
+  WITH inserted AS (
+    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts)
+    VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6)
+    RETURNING id
+  )
+  SELECT inserted.id, pg_notify($7, $1) FROM inserted`,
+);
+
+/**
+ * JobInsertMany: (nothing) -> pending, for a whole batch in one statement.
+ * Payloads travel as one JSON array and the other columns as arrays, zipped by ROWS FROM.
+ * Ids come back in input order: identity values are drawn in insertion order.
+ */
+const JobInsertMany = defineStatement(
+  'enqueue_many',
+  (s) => `
+  WITH inserted AS (
+    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts)
+    SELECT $1, i.payload, i.priority,
+           coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts
+    FROM ROWS FROM (
+      jsonb_array_elements($2::jsonb),
+      unnest($3::integer[]),
+      unnest($4::timestamptz[]),
+      unnest($5::double precision[]),
+      unnest($6::integer[])
+    ) WITH ORDINALITY AS i(payload, priority, run_at, delay_ms, max_attempts, ord)
+    ORDER BY i.ord
+    RETURNING id
+  )
+  SELECT array_agg(id ORDER BY id)::text[] AS ids, pg_notify($7, $1) FROM inserted`,
+);
+
+/** A validated job ready to insert. */
+export interface NewJob {
+  payloadJson: string;
+  priority: number;
+  runAt: Date | null;
+  delayMs: number;
+  maxAttempts: number;
+}
+
+/** Inserts one job; returns its id. */
+export async function insertJob(db: Queryable, schema: string, queue: string, job: NewJob): Promise<string> {
+  const rows = await run<{ id: string }>(db, JobInsert(schema), [
+    queue,
+    job.payloadJson,
+    job.priority,
+    job.runAt,
+    job.delayMs,
+    job.maxAttempts,
+    wakeupChannel(schema),
+  ]);
+  return rows[0]?.id as string;
+}
+
+/** Inserts many jobs of one queue in one statement (all or nothing); returns ids in input order. */
+export async function insertJobs(
+  db: Queryable,
+  schema: string,
+  queue: string,
+  jobs: readonly NewJob[],
+): Promise<string[]> {
+  const rows = await run<{ ids: string[] }>(db, JobInsertMany(schema), [
+    queue,
+    `[${jobs.map((job) => job.payloadJson).join(',')}]`,
+    jobs.map((job) => job.priority),
+    jobs.map((job) => job.runAt),
+    jobs.map((job) => job.delayMs),
+    jobs.map((job) => job.maxAttempts),
+    wakeupChannel(schema),
+  ]);
+  return rows[0]?.ids ?? [];
+}

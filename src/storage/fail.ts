@@ -1,0 +1,136 @@
+import { defineStatement, type Queryable, run } from './db.js';
+import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './refusals.js';
+
+// A failed attempt is retried when the caller allows it and the attempt budget is not spent.
+// The budget is the job's max_attempts, or a smaller one for unclassified errors.
+const RETRY = `(input.retryable AND j.attempt_count < least(j.max_attempts, coalesce(input.attempt_budget, j.max_attempts)))`;
+// Exponential backoff with full jitter, capped: random() * min(max, base * 2^(attempt-1)).
+// The exponent is capped so that power() cannot overflow for very large attempt counts.
+const JITTERED_BACKOFF_MS = `random() * least(input.max_ms, input.base_ms * power(2, least(j.attempt_count - 1, 52)))`;
+
+/**
+ * JobFailMany: running -> pending (retry after backoff) or running -> dead, for a batch in one statement.
+ * Fenced like a completion; refused rows are counted. A dead job is kept, with its last error,
+ * for inspection and replay. Error fields arrive already bounded and free of payload data.
+ */
+const JobFailMany = defineStatement(
+  'fail_jobs',
+  (s) => `
+  WITH input AS (
+    SELECT *
+    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
+                $5::boolean[], $6::double precision[], $7::double precision[], $8::double precision[],
+                $9::integer[], $10::text[], $11::text[], $12::text[], $13::text[])
+      AS t(id, token, owner, queue_name,
+           retryable, delay_ms, base_ms, max_ms,
+           attempt_budget, error_code, error_class, error_message, error_stack)
+  ),
+  changed AS (
+    UPDATE ${s}.jobs AS j
+    SET status = CASE WHEN ${RETRY} THEN 'pending'::${s}.job_status ELSE 'dead'::${s}.job_status END,
+        available_at = CASE WHEN ${RETRY}
+          THEN now() + coalesce(input.delay_ms, ${JITTERED_BACKOFF_MS}) * interval '1 millisecond'
+          ELSE j.available_at END,
+        finished_at = CASE WHEN ${RETRY} THEN NULL ELSE now() END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_error_code = input.error_code,
+        last_error_class = input.error_class,
+        last_error_message = input.error_message,
+        last_error_stack = input.error_stack
+    FROM input
+    WHERE ${LEASE_FENCE}
+    RETURNING j.id, j.status
+  ),
+  ${refusalCountingCte(s, 'fail')}
+  SELECT id, status::text AS status FROM changed`,
+);
+
+/**
+ * JobSnoozeMany: running -> pending after a delay, without spending an attempt.
+ * The claim counted an attempt; a snooze gives it back. Fenced; refused rows are counted.
+ */
+const JobSnoozeMany = defineStatement(
+  'snooze_jobs',
+  (s) => `
+  WITH input AS (
+    SELECT *
+    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::double precision[])
+      AS t(id, token, owner, queue_name, delay_ms)
+  ),
+  changed AS (
+    UPDATE ${s}.jobs AS j
+    SET status = 'pending',
+        attempt_count = j.attempt_count - 1,
+        available_at = now() + input.delay_ms * interval '1 millisecond',
+        lease_owner = NULL,
+        lease_expires_at = NULL
+    FROM input
+    WHERE ${LEASE_FENCE}
+    RETURNING j.id
+  ),
+  ${refusalCountingCte(s, 'snooze')}
+  SELECT id FROM changed`,
+);
+
+/** One failed attempt to record. */
+export interface FailRef extends FenceRef {
+  /** False: dead now, whatever attempts remain. */
+  retryable: boolean;
+  /** Explicit retry delay; null applies the jittered backoff. */
+  delayMs: number | null;
+  baseMs: number;
+  maxMs: number;
+  /** A smaller attempt budget than max_attempts (unclassified errors); null for none. */
+  attemptBudget: number | null;
+  errorCode: string;
+  errorClass: string | null;
+  errorMessage: string | null;
+  errorStack: string | null;
+}
+
+/** Outcome of one recorded failure. */
+export type FailOutcome = 'retry' | 'dead' | 'lost';
+
+/** Records failures; returns the outcome per job id ('lost' when the fence refused it). */
+export async function failJobs(
+  db: Queryable,
+  schema: string,
+  refs: readonly FailRef[],
+): Promise<Map<string, FailOutcome>> {
+  const outcomes = new Map<string, FailOutcome>(refs.map((ref) => [ref.jobId, 'lost']));
+  if (refs.length === 0) return outcomes;
+  const rows = await run<{ id: string; status: string }>(db, JobFailMany(schema), [
+    ...fenceArrays(refs),
+    refs.map((ref) => ref.retryable),
+    refs.map((ref) => ref.delayMs),
+    refs.map((ref) => ref.baseMs),
+    refs.map((ref) => ref.maxMs),
+    refs.map((ref) => ref.attemptBudget),
+    refs.map((ref) => ref.errorCode),
+    refs.map((ref) => ref.errorClass),
+    refs.map((ref) => ref.errorMessage),
+    refs.map((ref) => ref.errorStack),
+  ]);
+  for (const row of rows) outcomes.set(row.id, row.status === 'dead' ? 'dead' : 'retry');
+  return outcomes;
+}
+
+/** One snooze to record. */
+export interface SnoozeRef extends FenceRef {
+  delayMs: number;
+}
+
+/** Snoozes the leases it can; returns the ids accepted. */
+export async function snoozeJobs(
+  db: Queryable,
+  schema: string,
+  refs: readonly SnoozeRef[],
+): Promise<Set<string>> {
+  if (refs.length === 0) return new Set();
+  const rows = await run<{ id: string }>(db, JobSnoozeMany(schema), [
+    ...fenceArrays(refs),
+    refs.map((ref) => ref.delayMs),
+  ]);
+  return new Set(rows.map((row) => row.id));
+}

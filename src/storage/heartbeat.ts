@@ -1,0 +1,45 @@
+import { defineStatement, type Queryable, run } from './db.js';
+import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './refusals.js';
+
+/**
+ * JobExtendLeaseMany: running -> running with a later lease_expires_at, for a batch in one statement.
+ * Fenced like a completion: an expired, recovered or reclaimed lease is not revived, and the
+ * attempt is counted. The new expiry is measured from database time.
+ */
+const JobExtendLeaseMany = defineStatement(
+  'extend_leases',
+  (s) => `
+  WITH input AS (
+    SELECT *
+    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::double precision[])
+      AS t(id, token, owner, queue_name, lease_ms)
+  ),
+  changed AS (
+    UPDATE ${s}.jobs AS j
+    SET lease_expires_at = now() + input.lease_ms * interval '1 millisecond'
+    FROM input
+    WHERE ${LEASE_FENCE}
+    RETURNING j.id, j.lease_expires_at
+  ),
+  ${refusalCountingCte(s, 'heartbeat')}
+  SELECT id, lease_expires_at FROM changed`,
+);
+
+/** A lease to extend by `leaseMs` from now. */
+export interface ExtendRef extends FenceRef {
+  leaseMs: number;
+}
+
+/** Extends the leases it can; returns the new expiry of each one extended, by job id. */
+export async function extendLeases(
+  db: Queryable,
+  schema: string,
+  refs: readonly ExtendRef[],
+): Promise<Map<string, Date>> {
+  if (refs.length === 0) return new Map();
+  const rows = await run<{ id: string; lease_expires_at: Date }>(db, JobExtendLeaseMany(schema), [
+    ...fenceArrays(refs),
+    refs.map((ref) => ref.leaseMs),
+  ]);
+  return new Map(rows.map((row) => [row.id, row.lease_expires_at]));
+}

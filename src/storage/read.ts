@@ -1,0 +1,121 @@
+import { defineStatement, type Queryable, run } from './db.js';
+
+/** The statuses a job moves through. */
+export type JobStatus = 'pending' | 'running' | 'succeeded' | 'dead';
+
+/** A job row, camelCased. ids and tokens are strings so no precision is lost. */
+export interface Job {
+  id: string;
+  queueName: string;
+  payload: unknown;
+  status: JobStatus;
+  priority: number;
+  availableAt: Date;
+  attemptCount: number;
+  maxAttempts: number;
+  leaseOwner: string | null;
+  leaseToken: string;
+  leaseExpiresAt: Date | null;
+  claimedAt: Date | null;
+  lastErrorCode: string | null;
+  lastErrorClass: string | null;
+  lastErrorMessage: string | null;
+  lastErrorStack: string | null;
+  createdAt: Date;
+  finishedAt: Date | null;
+}
+
+interface JobRow {
+  id: string;
+  queue_name: string;
+  payload: unknown;
+  status: JobStatus;
+  priority: number;
+  available_at: Date;
+  attempt_count: number;
+  max_attempts: number;
+  lease_owner: string | null;
+  lease_token: string;
+  lease_expires_at: Date | null;
+  claimed_at: Date | null;
+  last_error_code: string | null;
+  last_error_class: string | null;
+  last_error_message: string | null;
+  last_error_stack: string | null;
+  created_at: Date;
+  finished_at: Date | null;
+}
+
+/** JobGetById: reads one job by primary key, without locking it. */
+const JobGetById = defineStatement(
+  'get_job',
+  (s) => `
+  SELECT id, queue_name, payload, status::text AS status, priority, available_at, attempt_count,
+         max_attempts, lease_owner, lease_token, lease_expires_at, claimed_at, last_error_code,
+         last_error_class, last_error_message, last_error_stack, created_at, finished_at
+  FROM ${s}.jobs
+  WHERE id = $1`,
+);
+
+/** Reads one job; null when there is none with that id. */
+export async function readJob(db: Queryable, schema: string, id: string): Promise<Job | null> {
+  const rows = await run<JobRow>(db, JobGetById(schema), [id]);
+  const row = rows[0];
+  return row ? toJob(row) : null;
+}
+
+function toJob(row: JobRow): Job {
+  return {
+    id: row.id,
+    queueName: row.queue_name,
+    payload: row.payload,
+    status: row.status,
+    priority: row.priority,
+    availableAt: row.available_at,
+    attemptCount: row.attempt_count,
+    maxAttempts: row.max_attempts,
+    leaseOwner: row.lease_owner,
+    leaseToken: row.lease_token,
+    leaseExpiresAt: row.lease_expires_at,
+    claimedAt: row.claimed_at,
+    lastErrorCode: row.last_error_code,
+    lastErrorClass: row.last_error_class,
+    lastErrorMessage: row.last_error_message,
+    lastErrorStack: row.last_error_stack,
+    createdAt: row.created_at,
+    finishedAt: row.finished_at,
+  };
+}
+
+/** LeaseRefusalList: lost-fence attempts counted so far, per queue and operation. */
+const LeaseRefusalList = defineStatement(
+  'list_refusals',
+  (s) => `
+  SELECT queue_name, operation, refused_count::text AS refused_count, last_refused_at
+  FROM ${s}.lease_refusals
+  ORDER BY queue_name, operation`,
+);
+
+/** Lost-fence attempts counted per queue and operation. */
+export interface RefusalCount {
+  queue: string;
+  operation: string;
+  count: number;
+  lastRefusedAt: Date;
+}
+
+/** Reads the lost-fence counters. */
+export async function readRefusals(db: Queryable, schema: string): Promise<RefusalCount[]> {
+  const rows = await run<{
+    queue_name: string;
+    operation: string;
+    refused_count: string;
+    last_refused_at: Date;
+  }>(db, LeaseRefusalList(schema), []);
+  return rows.map((row) => ({
+    queue: row.queue_name,
+    operation: row.operation,
+    count: Number(row.refused_count),
+    lastRefusedAt: row.last_refused_at,
+  }));
+}

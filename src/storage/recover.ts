@@ -1,0 +1,59 @@
+import { defineStatement, type Queryable, run } from './db.js';
+
+/**
+ * JobRecoverExpired: running -> pending (after jittered backoff) or running -> dead (attempts
+ * spent), for at most $1 jobs whose lease lapsed in database time. Served by jobs_expired_lease_idx.
+ * SKIP LOCKED lets several sweeps run at once without waiting on or double-counting each other; the
+ * outer WHERE repeats the expiry test, so a job renewed or completed after the subquery's snapshot
+ * is left alone (under Read Committed the update re-reads the locked row before changing it).
+ */
+const JobRecoverExpired = defineStatement(
+  'recover_expired_leases',
+  (s) => `
+  WITH expired AS (
+    SELECT id
+    FROM ${s}.jobs
+    WHERE status = 'running'
+      AND lease_expires_at <= now()
+    ORDER BY lease_expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+  ),
+  moved AS (
+    UPDATE ${s}.jobs AS j
+    SET status = CASE WHEN j.attempt_count >= j.max_attempts
+                      THEN 'dead'::${s}.job_status ELSE 'pending'::${s}.job_status END,
+        available_at = CASE WHEN j.attempt_count >= j.max_attempts THEN j.available_at
+          ELSE now() + random() * least($3::double precision, $2::double precision * power(2, least(j.attempt_count - 1, 52)))
+                       * interval '1 millisecond' END,
+        finished_at = CASE WHEN j.attempt_count >= j.max_attempts THEN now() END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        last_error_code = 'LEASE_EXPIRED',
+        last_error_class = NULL,
+        last_error_message = 'the lease expired before the job reported an outcome',
+        last_error_stack = NULL
+    FROM expired
+    WHERE j.id = expired.id
+      AND j.status = 'running'
+      AND j.lease_expires_at <= now()
+    RETURNING j.status
+  )
+  SELECT count(*) FILTER (WHERE status = 'pending')::int AS retried,
+         count(*) FILTER (WHERE status = 'dead')::int AS dead
+  FROM moved`,
+);
+
+/** Recovers one bounded batch of expired leases. */
+export async function recoverExpiredLeases(
+  db: Queryable,
+  schema: string,
+  params: { limit: number; baseMs: number; maxMs: number },
+): Promise<{ retried: number; dead: number }> {
+  const rows = await run<{ retried: number; dead: number }>(db, JobRecoverExpired(schema), [
+    params.limit,
+    params.baseMs,
+    params.maxMs,
+  ]);
+  return { retried: rows[0]?.retried ?? 0, dead: rows[0]?.dead ?? 0 };
+}

@@ -1,0 +1,117 @@
+import { ValidationError } from './errors.js';
+
+/** Default upper bound on a payload's size once serialised to JSON. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
+/** Largest batch a single claim, enqueueMany or maintenance statement will take. */
+export const MAX_BATCH = 1000;
+/** Largest number of jobs one `enqueueMany` call accepts (sent in one statement). */
+export const MAX_ENQUEUE_MANY = 10_000;
+
+const QUEUE_NAME = /^[A-Za-z0-9_.:-]{1,128}$/;
+// Lower-case so the quoted and unquoted spellings name the same schema; short enough that
+// derived names (the NOTIFY channel, prepared statement names) stay under PostgreSQL's 63 bytes.
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,39}$/;
+const ERROR_CODE = /[^A-Za-z0-9_.:-]/g;
+
+/** Throws `ValidationError` unless `name` is a usable queue name. */
+export function assertQueueName(name: unknown, field = 'queue'): asserts name is string {
+  if (typeof name !== 'string' || !QUEUE_NAME.test(name)) {
+    throw new ValidationError(
+      field,
+      `must be 1 to 128 characters of letters, digits and _ - . : (got ${describe(name)})`,
+    );
+  }
+}
+
+/** Throws `ValidationError` unless `name` is a usable schema name. */
+export function assertSchemaName(name: unknown): asserts name is string {
+  if (typeof name !== 'string' || !SCHEMA_NAME.test(name)) {
+    throw new ValidationError(
+      'schema',
+      'must start with a lower-case letter or _ and hold at most 40 lower-case letters, digits or _ (got ' +
+        describe(name) +
+        ')',
+    );
+  }
+}
+
+/** Throws unless `value` is an integer within [min, max]; returns it. */
+export function assertInt(value: unknown, field: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ValidationError(field, `must be an integer from ${min} to ${max} (got ${describe(value)})`);
+  }
+  return value;
+}
+
+/** Like `assertInt`, but `undefined` yields `fallback`. */
+export function optionalInt(
+  value: unknown,
+  field: string,
+  min: number,
+  max: number,
+  fallback: number,
+): number {
+  return value === undefined ? fallback : assertInt(value, field, min, max);
+}
+
+/** Serialises a payload to JSON text, refusing what JSON cannot carry and what is too large. */
+export function serialisePayload(payload: unknown, maxBytes: number, field = 'payload'): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(payload);
+  } catch (err) {
+    throw new ValidationError(field, `is not JSON-serialisable (${(err as Error).message})`);
+  }
+  if (text === undefined) {
+    throw new ValidationError(field, 'is not JSON-serialisable (undefined, a function or a symbol)');
+  }
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) {
+    throw new ValidationError(field, `is ${bytes} bytes as JSON, over the limit of ${maxBytes}`);
+  }
+  // PostgreSQL's jsonb refuses the NUL character; refuse it here with a clear error instead.
+  if (text.includes('\\u0000')) {
+    throw new ValidationError(field, 'contains a NUL character, which PostgreSQL jsonb cannot store');
+  }
+  return text;
+}
+
+/** Resolves `runAt`/`delayMs` into a delay in milliseconds relative to database time (null: now). */
+export function scheduleFromOptions(
+  opts: { runAt?: Date | undefined; delayMs?: number | undefined },
+  field: string,
+): { runAt: Date | null; delayMs: number } {
+  if (opts.runAt !== undefined && opts.delayMs !== undefined) {
+    throw new ValidationError(field, 'give runAt or delayMs, not both');
+  }
+  if (opts.runAt !== undefined) {
+    if (!(opts.runAt instanceof Date) || Number.isNaN(opts.runAt.getTime())) {
+      throw new ValidationError(`${field}.runAt`, 'must be a valid Date');
+    }
+    return { runAt: opts.runAt, delayMs: 0 };
+  }
+  return { runAt: null, delayMs: optionalInt(opts.delayMs, `${field}.delayMs`, 0, 10 * 365 * 86_400_000, 0) };
+}
+
+/** Reduces an error code to a short, safe token (letters, digits and _ - . :). */
+export function sanitiseErrorCode(code: unknown, fallback: string): string {
+  if (typeof code !== 'string' && typeof code !== 'number') return fallback;
+  const cleaned = String(code).replace(ERROR_CODE, '_').slice(0, 64);
+  return cleaned.length > 0 ? cleaned : fallback;
+}
+
+/** Truncates free text to `max` characters, marking the cut. */
+export function bounded(text: unknown, max: number): string | null {
+  if (text === undefined || text === null) return null;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is exactly what PostgreSQL text refuses.
+  const s = String(text).replace(/\u0000/g, '');
+  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) {
+    return String(value);
+  }
+  return typeof value;
+}

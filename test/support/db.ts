@@ -1,0 +1,84 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, inject } from 'vitest';
+import { Leasehold, type LeaseholdOptions } from '../../src/index.js';
+
+/** The server the tests run against (embedded, or DATABASE_URL). */
+export function databaseUrl(): string {
+  return inject('databaseUrl');
+}
+
+/** A fresh, unique schema name for one test file or test. */
+export function uniqueSchema(prefix = 'lh_test'): string {
+  return `${prefix}_${randomBytes(5).toString('hex')}`;
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+
+afterAll(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/**
+ * A migrated Leasehold client on a schema of its own, dropped (with the pool ended) after the file.
+ * Fails the file if a pool it made is left open.
+ */
+export async function migratedClient(options: Omit<LeaseholdOptions, 'schema'> & { schema?: string } = {}) {
+  const schema = options.schema ?? uniqueSchema();
+  const lh = new Leasehold({ connectionString: databaseUrl(), ...options, schema });
+  await lh.migrate();
+  cleanups.push(async () => {
+    await lh.close();
+    await dropSchema(schema);
+  });
+  return lh;
+}
+
+/** A plain pg pool for direct SQL in tests, ended after the file. */
+export function testPool(max = 10): pg.Pool {
+  const pool = new pg.Pool({ connectionString: databaseUrl(), max });
+  pool.on('error', () => {});
+  cleanups.push(() => pool.end());
+  return pool;
+}
+
+/** Drops a schema and everything in it. */
+export async function dropSchema(schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl() });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws). */
+export async function waitFor<T>(
+  check: () => Promise<T> | T,
+  { timeoutMs = 10_000, intervalMs = 20, what = 'condition' } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** Moves a job's lease expiry into the past, in database time (instead of sleeping through it). */
+export async function expireLease(pool: pg.Pool, schema: string, jobId: string): Promise<void> {
+  await pool.query(
+    `UPDATE "${schema}".jobs SET lease_expires_at = now() - interval '1 millisecond' WHERE id = $1 AND status = 'running'`,
+    [jobId],
+  );
+}
+
+/** Counts a schema's jobs by status. */
+export async function countByStatus(pool: pg.Pool, schema: string): Promise<Record<string, number>> {
+  const { rows } = await pool.query<{ status: string; n: number }>(
+    `SELECT status::text, count(*)::int AS n FROM "${schema}".jobs GROUP BY status`,
+  );
+  return Object.fromEntries(rows.map((row) => [row.status, row.n]));
+}
