@@ -1,0 +1,28 @@
+export type { ClaimOptions, EnqueueItem, EnqueueOptions, FailOptions, LeaseholdOptions } from './client.js';
+export { Leasehold } from './client.js';
+export type { BackoffOptions } from './config.js';
+export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './config.js';
+export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
+export { startEmbeddedPostgres } from './embedded.js';
+export type { LeaseholdErrorCode } from './errors.js';
+export {
+  DatabaseError,
+  isLeaseholdError,
+  LeaseholdError,
+  LeaseLostError,
+  SchemaVersionError,
+  ValidationError,
+} from './errors.js';
+export type { Lease } from './lease.js';
+export type { RecoveryResult } from './maintenance/recovery.js';
+export type { MigrateResult } from './migrations/migrator.js';
+export type { AbortReason, JobContext } from './runtime/job-context.js';
+export { PermanentError, RetryableError, SnoozeError } from './runtime/job-errors.js';
+export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions } from './runtime/options.js';
+export { WORKER_DEFAULTS } from './runtime/options.js';
+export type { OutcomeResult } from './runtime/outcome-batcher.js';
+export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
+export { Worker } from './runtime/worker.js';
+export type { Queryable } from './storage/db.js';
+export type { FailOutcome } from './storage/fail.js';
+export type { Job, JobStatus, RefusalCount } from './storage/read.js';

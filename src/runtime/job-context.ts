@@ -1,0 +1,116 @@
+import type { Lease } from '../lease.js';
+import { SnoozeError } from './job-errors.js';
+
+/** Why a running job's signal was aborted. */
+export type AbortReason = 'lease-lost' | 'lease-deadline' | 'max-runtime' | 'shutdown';
+
+/** What a handler sees of the job it runs. */
+export interface JobContext {
+  /** The job's id. */
+  readonly id: string;
+  /** The queue it came from. */
+  readonly queue: string;
+  /** The job's data. */
+  readonly payload: unknown;
+  /** This attempt, from 1. */
+  readonly attempt: number;
+  /** Attempts allowed in all. */
+  readonly maxAttempts: number;
+  /** The fencing token of this claim. */
+  readonly token: string;
+  /** The lease owner (this worker). */
+  readonly owner: string;
+  /** Stable across every attempt of this job: pass it to downstreams that deduplicate. */
+  readonly idempotencyKey: string;
+  /** Aborted when the lease is lost or about to lapse, at the maximum runtime, or at shutdown. */
+  readonly signal: AbortSignal;
+  /** Reports progress, earning the next lease extension; false once the lease is lost. */
+  progress(detail?: unknown): Promise<boolean>;
+  /** Ends this run and asks to run again after `delayMs` without spending an attempt. */
+  snooze(delayMs: number): never;
+}
+
+/**
+ * The worker's bookkeeping for one running job. Times are from `performance.now()`, a monotonic
+ * clock: the worker measures only durations, so its wall clock can be wrong without effect.
+ */
+export class ActiveJob implements JobContext {
+  readonly id: string;
+  readonly queue: string;
+  readonly payload: unknown;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly token: string;
+  readonly owner: string;
+  readonly idempotencyKey: string;
+  readonly signal: AbortSignal;
+  readonly lease: Lease;
+  readonly #controller = new AbortController();
+
+  /** When the run started. */
+  readonly startedAt: number;
+  /** When the last extension (or the claim) was sent: the lease runs from no earlier than this. */
+  lastRenewalSentAt: number;
+  /** When the worker must consider the lease gone: safely before the database does. */
+  deadline: number;
+  /** When the run passes its maximum runtime. */
+  readonly runtimeLimitAt: number;
+  /** Progress reported since the last extension was sent. */
+  progressed = false;
+  /** An extension is in flight. */
+  renewing = false;
+  /** Why the signal was aborted, once it is. */
+  abortReason: AbortReason | null = null;
+  /** An outcome for this run was written or queued; later results are dropped. */
+  reported = false;
+  /** The handler has returned or thrown. */
+  settled = false;
+  /** The worker already reported this job as stuck. */
+  stuckReported = false;
+
+  constructor(
+    lease: Lease,
+    idempotencyKey: string,
+    claimSentAt: number,
+    leaseMs: number,
+    margin: number,
+    maxRuntimeMs: number,
+  ) {
+    this.lease = lease;
+    this.id = lease.jobId;
+    this.queue = lease.queue;
+    this.payload = lease.payload;
+    this.attempt = lease.attempt;
+    this.maxAttempts = lease.maxAttempts;
+    this.token = lease.token;
+    this.owner = lease.owner;
+    this.idempotencyKey = idempotencyKey;
+    this.signal = this.#controller.signal;
+    this.startedAt = performance.now();
+    this.lastRenewalSentAt = claimSentAt;
+    this.deadline = claimSentAt + leaseMs - margin;
+    this.runtimeLimitAt = this.startedAt + maxRuntimeMs;
+  }
+
+  /** The lease is still ours, as far as this process can tell. */
+  get holdsLease(): boolean {
+    return this.abortReason === null && performance.now() < this.deadline;
+  }
+
+  progress(_detail?: unknown): Promise<boolean> {
+    if (!this.holdsLease) return Promise.resolve(false);
+    this.progressed = true;
+    return Promise.resolve(true);
+  }
+
+  snooze(delayMs: number): never {
+    throw new SnoozeError(delayMs);
+  }
+
+  /** Aborts the handler's signal once, recording why. */
+  abort(reason: AbortReason): void {
+    if (this.abortReason !== null) return;
+    this.abortReason = reason;
+    this.#controller.abort(new Error(`leasehold: job ${this.id} aborted (${reason})`));
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * Errors a handler throws to say how its failure should be treated. Anything else it throws is
+ * "unknown" and retried with a smaller budget. Each carries a `leaseholdOutcome` tag so they are
+ * recognised even when two copies of the package are installed.
+ */
+
+/** Never retried: the job goes to `dead` at once (invalid payload, unsupported version...). */
+export class PermanentError extends Error {
+  /** Stored as the job's last_error_code. */
+  readonly code: string;
+  /** Tag the worker reads to classify the failure. */
+  readonly leaseholdOutcome = 'permanent' as const;
+
+  constructor(message: string, options: { code?: string; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'PermanentError';
+    this.code = options.code ?? 'PERMANENT';
+  }
+}
+
+/** Worth retrying (a timeout, a short outage): retried with backoff, or after `delayMs`. */
+export class RetryableError extends Error {
+  /** Stored as the job's last_error_code. */
+  readonly code: string;
+  /** Retry after exactly this delay instead of the jittered backoff. */
+  readonly delayMs: number | undefined;
+  /** Tag the worker reads to classify the failure. */
+  readonly leaseholdOutcome = 'retryable' as const;
+
+  constructor(message: string, options: { code?: string; delayMs?: number; cause?: unknown } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'RetryableError';
+    this.code = options.code ?? 'RETRYABLE';
+    this.delayMs = options.delayMs;
+  }
+}
+
+/** Run again after `delayMs` without spending an attempt (e.g. a downstream rate limit). */
+export class SnoozeError extends Error {
+  /** How long to wait before the job may be claimed again. */
+  readonly delayMs: number;
+  /** Tag the worker reads to classify the outcome. */
+  readonly leaseholdOutcome = 'snooze' as const;
+
+  constructor(delayMs: number) {
+    super(`snoozed for ${delayMs} ms`);
+    this.name = 'SnoozeError';
+    this.delayMs = delayMs;
+  }
+}
+
+/** How a handler's thrown value is classified. */
+export type FailureClass = 'permanent' | 'retryable' | 'snooze' | 'unknown';
+
+/** Classifies a thrown value by its tag. */
+export function classifyFailure(err: unknown): FailureClass {
+  const tag =
+    typeof err === 'object' && err !== null
+      ? (err as { leaseholdOutcome?: unknown }).leaseholdOutcome
+      : undefined;
+  return tag === 'permanent' || tag === 'retryable' || tag === 'snooze' ? tag : 'unknown';
+}

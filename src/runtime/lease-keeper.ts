@@ -1,0 +1,134 @@
+import type { Queryable } from '../storage/db.js';
+import { extendLeases } from '../storage/heartbeat.js';
+import type { AbortReason, ActiveJob } from './job-context.js';
+import type { ResolvedQueue } from './options.js';
+
+/** Events the keeper reports to the worker. */
+export interface LeaseKeeperEvents {
+  /** A job's signal was aborted (lease lost, about to lapse, or past its maximum runtime). */
+  aborted(job: ActiveJob, reason: AbortReason): void;
+  /** A job was aborted but its handler has not returned after a grace period. */
+  stuck(job: ActiveJob): void;
+  /** An extension round failed at the database. */
+  error(err: unknown): void;
+}
+
+/**
+ * Keeps the leases of one worker's running jobs, on a single timer (never one per job).
+ * Each tick: abort jobs whose lease is about to lapse or whose run passed its maximum; extend,
+ * in one fenced statement, the leases that are due and have earned it (`progress` since the last
+ * extension, or merely running under `renew: 'alive'`); report handlers that ignore their signal.
+ * The local deadline is measured on a monotonic clock from when the claim or extension was sent,
+ * minus a margin, so it always falls before the database's own expiry.
+ */
+export class LeaseKeeper {
+  readonly #jobs = new Map<string, { job: ActiveJob; queue: ResolvedQueue }>();
+  readonly #tickMs: number;
+  #timer: NodeJS.Timeout | null = null;
+  #renewing = false;
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly schema: string,
+    queues: readonly ResolvedQueue[],
+    private readonly events: LeaseKeeperEvents,
+  ) {
+    const shortestLease = Math.min(...queues.map((q) => q.leaseMs));
+    this.#tickMs = Math.max(10, Math.min(500, Math.floor(shortestLease / 10)));
+  }
+
+  /** Safety margin between the local deadline and the database expiry for a lease length. */
+  marginFor(leaseMs: number): number {
+    return Math.min(5000, Math.max(leaseMs * 0.2, 2 * this.#tickMs));
+  }
+
+  /** Starts watching a job. */
+  track(job: ActiveJob, queue: ResolvedQueue): void {
+    this.#jobs.set(job.id, { job, queue });
+    if (!this.#timer) {
+      this.#timer = setInterval(() => this.#tick(), this.#tickMs);
+      this.#timer.unref();
+    }
+  }
+
+  /** Stops watching a job (its handler settled and its outcome is recorded). */
+  untrack(job: ActiveJob): void {
+    this.#jobs.delete(job.id);
+    if (this.#jobs.size === 0) this.stop();
+  }
+
+  /** Stops the timer. */
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+
+  #tick(): void {
+    const now = performance.now();
+    const due: { job: ActiveJob; queue: ResolvedQueue }[] = [];
+    for (const entry of this.#jobs.values()) {
+      const { job, queue } = entry;
+      if (job.abortReason !== null) {
+        if (!job.settled && !job.stuckReported && now - job.deadline > queue.leaseMs) {
+          job.stuckReported = true;
+          this.events.stuck(job);
+        }
+        continue;
+      }
+      if (now >= job.runtimeLimitAt) {
+        this.#abort(job, 'max-runtime');
+      } else if (now >= job.deadline) {
+        this.#abort(job, 'lease-deadline');
+      } else if (
+        !job.renewing &&
+        !job.settled &&
+        now - job.lastRenewalSentAt >= queue.leaseMs / 3 &&
+        (queue.renew === 'alive' || job.progressed)
+      ) {
+        due.push(entry);
+      }
+    }
+    if (due.length > 0 && !this.#renewing) void this.#renew(due);
+  }
+
+  async #renew(due: { job: ActiveJob; queue: ResolvedQueue }[]): Promise<void> {
+    this.#renewing = true;
+    const sentAt = performance.now();
+    const earned = due.map(({ job }) => job.progressed);
+    for (const { job } of due) {
+      job.renewing = true;
+      job.progressed = false;
+    }
+    try {
+      const extended = await extendLeases(
+        this.db,
+        this.schema,
+        due.map(({ job, queue }) => ({ ...job.lease, leaseMs: queue.leaseMs })),
+      );
+      for (const { job, queue } of due) {
+        const expiresAt = extended.get(job.id);
+        if (expiresAt) {
+          job.lease.expiresAt = expiresAt;
+          job.lastRenewalSentAt = sentAt;
+          job.deadline = sentAt + queue.leaseMs - this.marginFor(queue.leaseMs);
+        } else {
+          this.#abort(job, 'lease-lost');
+        }
+      }
+    } catch (err) {
+      // The old deadlines still stand: if extensions keep failing, the jobs are aborted in time.
+      due.forEach(({ job }, i) => {
+        job.progressed ||= earned[i] ?? false;
+      });
+      this.events.error(err);
+    } finally {
+      for (const { job } of due) job.renewing = false;
+      this.#renewing = false;
+    }
+  }
+
+  #abort(job: ActiveJob, reason: AbortReason): void {
+    job.abort(reason);
+    this.events.aborted(job, reason);
+  }
+}

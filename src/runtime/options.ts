@@ -1,0 +1,277 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import {
+  assertLeaseMs,
+  type BackoffOptions,
+  DEFAULT_BACKOFF,
+  MAX_ATTEMPTS_LIMIT,
+  resolveBackoff,
+} from '../config.js';
+import { ValidationError } from '../errors.js';
+import { assertQueueName, MAX_BATCH, optionalInt } from '../validation.js';
+import type { JobContext } from './job-context.js';
+
+/** A queue's handler: resolve to complete the job, throw to fail it. */
+export type JobHandler = (job: JobContext) => Promise<unknown>;
+
+/** How a running job earns lease extensions. */
+export type RenewPolicy = 'progress' | 'alive';
+
+/** Per-queue worker options. */
+export interface QueueOptions {
+  /** Runs one job. */
+  handler: JobHandler;
+  /** Jobs of this queue run at once in this worker (default 10). */
+  concurrency?: number;
+  /** Lease length in ms (default 30 s); renewed while the job earns it. */
+  leaseMs?: number;
+  /** Longest a single run may take, whatever its renewals (default 15 min). */
+  maxRuntimeMs?: number;
+  /** `progress` (default): renew only after `job.progress()`; `alive`: renew while the handler runs. */
+  renew?: RenewPolicy;
+  /** Caps the attempts of this queue's jobs below what each job allows. */
+  maxAttempts?: number;
+  /** Attempts allowed for unclassified errors (default 3): less than for RetryableError. */
+  unknownErrorAttempts?: number;
+  /** Backoff for this queue's retries; defaults to the client's. */
+  backoff?: BackoffOptions;
+}
+
+/** Options of `lh.worker()`. */
+export interface WorkerOptions {
+  /** Lease owner name; default hostname:pid:random, unique per worker. */
+  owner?: string;
+  /** Queue name to its handler and options. */
+  queues: Record<string, QueueOptions | JobHandler>;
+  /** Claim from the table at least this often even without notifications (default 1000 ms). */
+  pollIntervalMs?: number;
+  /** Wake on LISTEN/NOTIFY (default true). False: poll only (for transaction-mode poolers). */
+  listen?: boolean;
+  /** How long `stop()` lets running handlers finish before aborting them (default 10 s). */
+  shutdownTimeoutMs?: number;
+  /** Mean interval of the expired-lease recovery sweep (default 1000 ms, jittered); 0 disables it. */
+  recoveryIntervalMs?: number;
+  /** Largest claim batch (default 100, at most 1000); a claim never exceeds free slots. */
+  claimBatchSize?: number;
+  /** Wait this long to gather outcome writes into one statement (default 0: next tick). */
+  outcomeBatchDelayMs?: number;
+  /** Stop gracefully on SIGTERM and SIGINT (default false; the CLI turns it on). */
+  handleSignals?: boolean;
+}
+
+/** Defaults for worker options. */
+export const WORKER_DEFAULTS = {
+  concurrency: 10,
+  leaseMs: 30_000,
+  maxRuntimeMs: 15 * 60_000,
+  renew: 'progress' as RenewPolicy,
+  unknownErrorAttempts: 3,
+  pollIntervalMs: 1000,
+  shutdownTimeoutMs: 10_000,
+  recoveryIntervalMs: 1000,
+  claimBatchSize: 100,
+  outcomeBatchDelayMs: 0,
+};
+
+/** Validated options of one queue. */
+export interface ResolvedQueue {
+  name: string;
+  handler: JobHandler;
+  concurrency: number;
+  leaseMs: number;
+  maxRuntimeMs: number;
+  renew: RenewPolicy;
+  maxAttempts: number | null;
+  unknownErrorAttempts: number;
+  backoff: Required<BackoffOptions>;
+}
+
+/** Validated worker options. */
+export interface ResolvedWorkerOptions {
+  owner: string;
+  queues: ResolvedQueue[];
+  pollIntervalMs: number;
+  listen: boolean;
+  shutdownTimeoutMs: number;
+  recoveryIntervalMs: number;
+  claimBatchSize: number;
+  outcomeBatchDelayMs: number;
+  handleSignals: boolean;
+}
+
+const KNOWN_WORKER_KEYS = [
+  'owner',
+  'queues',
+  'pollIntervalMs',
+  'listen',
+  'shutdownTimeoutMs',
+  'recoveryIntervalMs',
+  'claimBatchSize',
+  'outcomeBatchDelayMs',
+  'handleSignals',
+];
+const KNOWN_QUEUE_KEYS = [
+  'handler',
+  'concurrency',
+  'leaseMs',
+  'maxRuntimeMs',
+  'renew',
+  'maxAttempts',
+  'unknownErrorAttempts',
+  'backoff',
+];
+
+/** A default owner name, unique per call: hostname:pid:random. */
+export function defaultOwner(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
+
+/** Validates worker options, filling in defaults; throws `ValidationError` with a suggestion. */
+export function resolveWorkerOptions(
+  options: WorkerOptions,
+  clientBackoff: Required<BackoffOptions> = DEFAULT_BACKOFF,
+): ResolvedWorkerOptions {
+  if (typeof options !== 'object' || options === null)
+    throw new ValidationError('options', 'must be an object');
+  rejectUnknownKeys(options, KNOWN_WORKER_KEYS, 'options');
+  const owner = options.owner ?? defaultOwner();
+  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 200) {
+    throw new ValidationError('owner', 'must be a string of 1 to 200 characters');
+  }
+  if (
+    typeof options.queues !== 'object' ||
+    options.queues === null ||
+    Object.keys(options.queues).length === 0
+  ) {
+    throw new ValidationError('queues', 'name at least one queue and its handler');
+  }
+  const queues = Object.entries(options.queues).map(([name, value]) =>
+    resolveQueue(name, value, clientBackoff),
+  );
+  return {
+    owner,
+    queues,
+    pollIntervalMs: optionalInt(
+      options.pollIntervalMs,
+      'pollIntervalMs',
+      10,
+      3_600_000,
+      WORKER_DEFAULTS.pollIntervalMs,
+    ),
+    listen: options.listen ?? true,
+    shutdownTimeoutMs: optionalInt(
+      options.shutdownTimeoutMs,
+      'shutdownTimeoutMs',
+      0,
+      3_600_000,
+      WORKER_DEFAULTS.shutdownTimeoutMs,
+    ),
+    recoveryIntervalMs: optionalInt(
+      options.recoveryIntervalMs,
+      'recoveryIntervalMs',
+      0,
+      3_600_000,
+      WORKER_DEFAULTS.recoveryIntervalMs,
+    ),
+    claimBatchSize: optionalInt(
+      options.claimBatchSize,
+      'claimBatchSize',
+      1,
+      MAX_BATCH,
+      WORKER_DEFAULTS.claimBatchSize,
+    ),
+    outcomeBatchDelayMs: optionalInt(
+      options.outcomeBatchDelayMs,
+      'outcomeBatchDelayMs',
+      0,
+      1000,
+      WORKER_DEFAULTS.outcomeBatchDelayMs,
+    ),
+    handleSignals: options.handleSignals ?? false,
+  };
+}
+
+function resolveQueue(
+  name: string,
+  value: QueueOptions | JobHandler,
+  clientBackoff: Required<BackoffOptions>,
+): ResolvedQueue {
+  assertQueueName(name, `queues.${name}`);
+  const queue: QueueOptions = typeof value === 'function' ? { handler: value } : value;
+  const field = `queues.${name}`;
+  if (typeof queue !== 'object' || queue === null || typeof queue.handler !== 'function') {
+    throw new ValidationError(`${field}.handler`, 'must be an async function (job) => ...');
+  }
+  rejectUnknownKeys(queue, KNOWN_QUEUE_KEYS, field);
+  const leaseMs =
+    queue.leaseMs === undefined ? WORKER_DEFAULTS.leaseMs : assertLeaseMs(queue.leaseMs, `${field}.leaseMs`);
+  if (leaseMs < 100)
+    throw new ValidationError(`${field}.leaseMs`, 'must be at least 100 ms for a worker to renew it');
+  const renew = queue.renew ?? WORKER_DEFAULTS.renew;
+  if (renew !== 'progress' && renew !== 'alive') {
+    throw new ValidationError(`${field}.renew`, "must be 'progress' or 'alive'");
+  }
+  return {
+    name,
+    handler: queue.handler,
+    concurrency: optionalInt(queue.concurrency, `${field}.concurrency`, 1, 1000, WORKER_DEFAULTS.concurrency),
+    leaseMs,
+    maxRuntimeMs: optionalInt(
+      queue.maxRuntimeMs,
+      `${field}.maxRuntimeMs`,
+      1,
+      7 * 86_400_000,
+      WORKER_DEFAULTS.maxRuntimeMs,
+    ),
+    renew,
+    maxAttempts:
+      queue.maxAttempts === undefined
+        ? null
+        : optionalInt(queue.maxAttempts, `${field}.maxAttempts`, 1, MAX_ATTEMPTS_LIMIT, 1),
+    unknownErrorAttempts: optionalInt(
+      queue.unknownErrorAttempts,
+      `${field}.unknownErrorAttempts`,
+      1,
+      MAX_ATTEMPTS_LIMIT,
+      WORKER_DEFAULTS.unknownErrorAttempts,
+    ),
+    backoff: resolveBackoff(queue.backoff, `${field}.backoff`, clientBackoff),
+  };
+}
+
+function rejectUnknownKeys(object: object, known: readonly string[], field: string): void {
+  for (const key of Object.keys(object)) {
+    if (known.includes(key)) continue;
+    const suggestion = known.find((candidate) => closeEnough(candidate, key));
+    throw new ValidationError(
+      `${field}.${key}`,
+      `is not an option${suggestion ? ` (did you mean ${suggestion}?)` : ''}; known: ${known.join(', ')}`,
+    );
+  }
+}
+
+// Case-insensitive match or one edit apart: enough to catch typos like "leaseMS" or "concurency".
+function closeEnough(a: string, b: string): boolean {
+  const x = a.toLowerCase();
+  const y = b.toLowerCase();
+  if (x === y) return true;
+  if (Math.abs(x.length - y.length) > 1) return false;
+  let i = 0;
+  let j = 0;
+  let edits = 0;
+  while (i < x.length && j < y.length) {
+    if (x[i] === y[j]) {
+      i++;
+      j++;
+      continue;
+    }
+    if (++edits > 1) return false;
+    if (x.length > y.length) i++;
+    else if (y.length > x.length) j++;
+    else {
+      i++;
+      j++;
+    }
+  }
+  return edits + (x.length - i) + (y.length - j) <= 1;
+}

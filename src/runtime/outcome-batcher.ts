@@ -1,0 +1,142 @@
+import { completeJobs } from '../storage/complete.js';
+import type { Queryable } from '../storage/db.js';
+import { type FailOutcome, type FailRef, failJobs, type SnoozeRef, snoozeJobs } from '../storage/fail.js';
+import type { FenceRef } from '../storage/refusals.js';
+
+/** The answer to one queued outcome write. */
+export type OutcomeResult = 'completed' | 'retry' | 'dead' | 'snoozed' | 'lost';
+
+interface Pending<T> {
+  ref: T;
+  resolve: (result: OutcomeResult) => void;
+}
+
+/**
+ * Gathers completions, failures and snoozes from many concurrent jobs into one fenced statement
+ * per kind. A flush starts on the next tick (or after `delayMs`) and the next one as soon as the
+ * previous answers, so under load each statement carries everything that finished meanwhile.
+ * A database error keeps the writes queued and retries with backoff: the fence makes a late
+ * write harmless, and a job whose lease lapses meanwhile is recovered by the sweep.
+ */
+export class OutcomeBatcher {
+  #completes: Pending<FenceRef>[] = [];
+  #fails: Pending<FailRef>[] = [];
+  #snoozes: Pending<SnoozeRef>[] = [];
+  #scheduled = false;
+  #flushing: Promise<void> | null = null;
+  #failures = 0;
+  #idle: (() => void)[] = [];
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly schema: string,
+    private readonly delayMs: number,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  /** Queues a completion; resolves `completed` or `lost`. */
+  complete(ref: FenceRef): Promise<OutcomeResult> {
+    return this.#queue(this.#completes, ref);
+  }
+
+  /** Queues a failure; resolves `retry`, `dead` or `lost`. */
+  fail(ref: FailRef): Promise<OutcomeResult> {
+    return this.#queue(this.#fails, ref);
+  }
+
+  /** Queues a snooze (also used to hand a lease back); resolves `snoozed` or `lost`. */
+  snooze(ref: SnoozeRef): Promise<OutcomeResult> {
+    return this.#queue(this.#snoozes, ref);
+  }
+
+  /** Number of writes waiting or in flight. */
+  get size(): number {
+    return this.#completes.length + this.#fails.length + this.#snoozes.length + (this.#flushing ? 1 : 0);
+  }
+
+  /** Resolves once every queued write has been answered. */
+  drained(): Promise<void> {
+    if (this.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  #queue<T>(list: Pending<T>[], ref: T): Promise<OutcomeResult> {
+    return new Promise((resolve) => {
+      list.push({ ref, resolve });
+      this.#schedule();
+    });
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#flushing) return;
+    this.#scheduled = true;
+    const start = () => {
+      this.#scheduled = false;
+      this.#flushing = this.#flush().finally(() => {
+        this.#flushing = null;
+        if (this.#completes.length + this.#fails.length + this.#snoozes.length > 0) this.#schedule();
+        else for (const resolve of this.#idle.splice(0)) resolve();
+      });
+    };
+    if (this.delayMs > 0) setTimeout(start, this.delayMs);
+    else setImmediate(start);
+  }
+
+  async #flush(): Promise<void> {
+    const completes = this.#completes.splice(0);
+    const fails = this.#fails.splice(0);
+    const snoozes = this.#snoozes.splice(0);
+    try {
+      await Promise.all([
+        completes.length > 0 ? this.#flushCompletes(completes) : undefined,
+        fails.length > 0 ? this.#flushFails(fails) : undefined,
+        snoozes.length > 0 ? this.#flushSnoozes(snoozes) : undefined,
+      ]);
+      this.#failures = 0;
+    } catch (err) {
+      this.onError(err);
+      // Put back what was not answered, then wait before trying again.
+      this.#completes.unshift(...completes.filter((p) => !answered.has(p)));
+      this.#fails.unshift(...fails.filter((p) => !answered.has(p)));
+      this.#snoozes.unshift(...snoozes.filter((p) => !answered.has(p)));
+      this.#failures++;
+      const wait = Math.random() * Math.min(5000, 50 * 2 ** this.#failures);
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  async #flushCompletes(batch: Pending<FenceRef>[]): Promise<void> {
+    const accepted = await completeJobs(
+      this.db,
+      this.schema,
+      batch.map((p) => p.ref),
+    );
+    for (const p of batch) settle(p, accepted.has(p.ref.jobId) ? 'completed' : 'lost');
+  }
+
+  async #flushFails(batch: Pending<FailRef>[]): Promise<void> {
+    const outcomes = await failJobs(
+      this.db,
+      this.schema,
+      batch.map((p) => p.ref),
+    );
+    for (const p of batch) settle(p, outcomes.get(p.ref.jobId) ?? ('lost' satisfies FailOutcome));
+  }
+
+  async #flushSnoozes(batch: Pending<SnoozeRef>[]): Promise<void> {
+    const accepted = await snoozeJobs(
+      this.db,
+      this.schema,
+      batch.map((p) => p.ref),
+    );
+    for (const p of batch) settle(p, accepted.has(p.ref.jobId) ? 'snoozed' : 'lost');
+  }
+}
+
+// Writes of one kind that were answered in a flush whose other kinds failed must not be resent.
+const answered = new WeakSet<object>();
+
+function settle<T>(pending: Pending<T>, result: OutcomeResult): void {
+  answered.add(pending);
+  pending.resolve(result);
+}
