@@ -1,0 +1,47 @@
+// A worker in a process of its own, so tests can SIGKILL or SIGSTOP it. It runs the built package
+// (dist/), exactly as users run it. The parent sends one config message; the child reports over IPC.
+import pg from 'pg';
+import { Leasehold } from '../../dist/index.js';
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+process.once('message', async (config) => {
+  const lh = new Leasehold({
+    connectionString: config.databaseUrl,
+    schema: config.schema,
+    backoff: { baseMs: 0, maxMs: 0 },
+  });
+  const downstream = new pg.Pool({ connectionString: config.databaseUrl, max: 2 });
+  const handlers = {
+    // Sleeps, reporting progress, then completes.
+    slow: async (job) => {
+      await sleep(config.sleepMs ?? 20);
+      await job.progress();
+      process.send?.({ type: 'done', id: job.id });
+    },
+    // Calls the fake downstream (which deduplicates by idempotency key), then hangs before completing.
+    'effect-then-hang': async (job) => {
+      await downstream.query(
+        `INSERT INTO "${config.schema}".downstream_calls (idempotency_key, job_id, caller) VALUES ($1, $2, $3)`,
+        [job.idempotencyKey, job.id, 'child'],
+      );
+      process.send?.({ type: 'effect', id: job.id, key: job.idempotencyKey });
+      await new Promise(() => {});
+    },
+  };
+  const worker = lh.worker({
+    owner: config.owner,
+    queues: {
+      [config.queue]: {
+        handler: handlers[config.mode],
+        concurrency: config.concurrency ?? 4,
+        leaseMs: config.leaseMs ?? 1000,
+        renew: 'alive',
+      },
+    },
+    pollIntervalMs: 50,
+    recoveryIntervalMs: 0,
+  });
+  await worker.start();
+  process.send?.({ type: 'started' });
+});
