@@ -49,6 +49,77 @@ describe('worker', () => {
     expect(worker.counters).toMatchObject({ claimed: 600, completed: 600, lost: 0 });
   });
 
+  it('with prefetch, claims ahead into a buffer but never runs more handlers than its concurrency, and hands unstarted jobs back at stop', async () => {
+    const lh = await migratedClient();
+    const pool = testPool();
+    await lh.enqueueMany(
+      'ahead',
+      Array.from({ length: 300 }, (_, i) => ({ payload: i })),
+    );
+    const gate = deferred();
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const worker = lh.worker({
+      queues: {
+        ahead: {
+          concurrency: 3,
+          prefetch: 40,
+          handler: async () => {
+            inFlight++;
+            maxInFlight = Math.max(maxInFlight, inFlight);
+            await gate.promise;
+            inFlight--;
+          },
+        },
+      },
+      shutdownTimeoutMs: 5000,
+    });
+    await started(worker);
+    // Three handlers wait on the gate; the buffer fills with leased jobs that have not started.
+    await waitFor(async () => (await countByStatus(pool, lh.schema)).running === 43, {
+      what: '43 leases held',
+    });
+    expect(maxInFlight).toBe(3);
+    const stopping = worker.stop();
+    gate.resolve();
+    await stopping;
+    const counts = await countByStatus(pool, lh.schema);
+    expect(counts).toEqual({ succeeded: 3, pending: 297 });
+    // The 40 buffered jobs went back with their attempt refunded.
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM "${lh.schema}".jobs WHERE attempt_count > 0 AND status = 'pending'`,
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('with prefetch, runs each job exactly once at full speed', async () => {
+    const lh = await migratedClient();
+    const pool = testPool();
+    await lh.enqueueMany(
+      'fast',
+      Array.from({ length: 3000 }, (_, i) => ({ payload: i })),
+    );
+    const runs = new Map<number, number>();
+    const worker = lh.worker({
+      queues: {
+        fast: {
+          concurrency: 4,
+          prefetch: 200,
+          handler: async (job) => {
+            runs.set(job.payload as number, (runs.get(job.payload as number) ?? 0) + 1);
+          },
+        },
+      },
+    });
+    await started(worker);
+    await waitFor(async () => (await countByStatus(pool, lh.schema)).succeeded === 3000, {
+      what: 'all done',
+    });
+    expect(runs.size).toBe(3000);
+    expect([...runs.values()].every((n) => n === 1)).toBe(true);
+    expect(worker.counters).toMatchObject({ claimed: 3000, completed: 3000, lost: 0 });
+  });
+
   it('passes the job context: id, attempt, token, owner and an idempotency key that is the same on every attempt', async () => {
     const lh = await migratedClient();
     const { id } = await lh.enqueue('ctx', { hello: 'world' }, { maxAttempts: 3 });

@@ -23,6 +23,12 @@ export interface QueueOptions {
   handler: JobHandler;
   /** Jobs of this queue run at once in this worker (default 10). */
   concurrency?: number;
+  /**
+   * Jobs to claim ahead into a local buffer beyond the free slots (default 0). Raises throughput for
+   * short jobs; buffered jobs hold leases while they wait, so keep it well within what the queue
+   * finishes in half a lease. A job that waited longer than that is handed back unstarted.
+   */
+  prefetch?: number;
   /** Lease length in ms (default 30 s); renewed while the job earns it. */
   leaseMs?: number;
   /** Longest a single run may take, whatever its renewals (default 15 min). */
@@ -62,6 +68,7 @@ export interface WorkerOptions {
 /** Defaults for worker options. */
 export const WORKER_DEFAULTS = {
   concurrency: 10,
+  prefetch: 0,
   leaseMs: 30_000,
   maxRuntimeMs: 15 * 60_000,
   renew: 'progress' as RenewPolicy,
@@ -78,6 +85,7 @@ export interface ResolvedQueue {
   name: string;
   handler: JobHandler;
   concurrency: number;
+  prefetch: number;
   leaseMs: number;
   maxRuntimeMs: number;
   renew: RenewPolicy;
@@ -113,6 +121,7 @@ const KNOWN_WORKER_KEYS = [
 const KNOWN_QUEUE_KEYS = [
   'handler',
   'concurrency',
+  'prefetch',
   'leaseMs',
   'maxRuntimeMs',
   'renew',
@@ -215,6 +224,7 @@ function resolveQueue(
     name,
     handler: queue.handler,
     concurrency: optionalInt(queue.concurrency, `${field}.concurrency`, 1, 1000, WORKER_DEFAULTS.concurrency),
+    prefetch: optionalInt(queue.prefetch, `${field}.prefetch`, 0, 5000, WORKER_DEFAULTS.prefetch),
     leaseMs,
     maxRuntimeMs: optionalInt(
       queue.maxRuntimeMs,

@@ -51,12 +51,22 @@ export interface WorkerEventMap {
 
 interface QueueState {
   config: ResolvedQueue;
+  /** Handlers running now. */
   active: number;
+  /** Jobs whose handler settled but whose outcome write is not answered yet. */
+  awaiting: number;
   /** More work may be claimable: claim when a slot is free. */
   wanted: boolean;
   pump: Promise<void> | null;
   pumpScheduled: boolean;
   claimFailures: number;
+  /** Claimed jobs waiting for a free slot (only with `prefetch`); their leases are already running. */
+  buffer: Buffered[];
+}
+
+interface Buffered {
+  row: ClaimedRow;
+  claimSentAt: number;
 }
 
 type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
@@ -106,10 +116,12 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       this.#queues.set(config.name, {
         config,
         active: 0,
+        awaiting: 0,
         wanted: false,
         pump: null,
         pumpScheduled: false,
         claimFailures: 0,
+        buffer: [],
       });
     }
     const reportError = (err: unknown) => this.#reportError(err);
@@ -187,8 +199,18 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   async #shutdown(): Promise<void> {
     this.#state = 'stopping';
     if (this.#pollTimer) clearInterval(this.#pollTimer);
+    // Buffered jobs never started: hand them back at once (a claim still in flight adds its
+    // rows to the buffer, handed back below once it returns).
+    const handedBack: Promise<OutcomeResult>[] = [];
+    const handBackBuffers = () => {
+      for (const q of this.#queues.values()) {
+        for (const { row } of q.buffer.splice(0)) handedBack.push(this.#handBack(q, row));
+      }
+    };
+    handBackBuffers();
     await Promise.all([this.#listener?.stop(), this.#recovery?.stop()]);
     await Promise.all([...this.#queues.values()].map((q) => q.pump));
+    handBackBuffers();
 
     if (this.#runs.size > 0) {
       let timer: NodeJS.Timeout | undefined;
@@ -207,7 +229,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       // Hand the lease back: pending now, attempt refunded, since the job did not fail.
       releases.push(this.#batcher.snooze({ ...job.lease, delayMs: 0 }));
     }
-    await Promise.all(releases);
+    await Promise.all([...releases, ...handedBack]);
     await this.#batcher.drained();
     this.#keeper.stop();
     this.#removeSignalHandlers();
@@ -239,10 +261,10 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   async #pump(q: QueueState): Promise<void> {
     const { config } = q;
     while (this.#state === 'running' && q.wanted) {
-      const free = config.concurrency - q.active;
-      if (free <= 0) return; // a freed slot schedules the next claim
+      const room = this.#claimRoom(q);
+      if (room <= 0) return; // a freed slot or an answered write schedules the next claim
       q.wanted = false;
-      const limit = Math.min(free, this.#options.claimBatchSize);
+      const limit = Math.min(room, this.#options.claimBatchSize);
       const sentAt = performance.now();
       let rows: ClaimedRow[];
       try {
@@ -261,10 +283,58 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         continue;
       }
       this.counters.claimed += rows.length;
-      for (const row of rows) this.#start(q, row, sentAt);
+      for (const row of rows) q.buffer.push({ row, claimSentAt: sentAt });
+      this.#startBuffered(q);
       // A full batch suggests more is waiting; a short one means the queue is drained for now.
       if (rows.length === limit) q.wanted = true;
     }
+  }
+
+  /**
+   * How many jobs to claim now. Without prefetch, only for free slots, and a slot is free only once
+   * its last outcome write was answered. With prefetch, the running and buffered jobs stay within
+   * concurrency + prefetch, and writes in flight may add as many again: so the next claim overlaps
+   * the previous batch's completion instead of waiting for it. Claims wait until a quarter of the
+   * allowance is free, so they stay large.
+   */
+  #claimRoom(q: QueueState): number {
+    const { concurrency, prefetch } = q.config;
+    if (prefetch === 0) return concurrency - q.active - q.awaiting;
+    const allowance = concurrency + prefetch;
+    if (q.awaiting > allowance) return 0;
+    const room = allowance - q.active - q.buffer.length;
+    return room >= allowance / 4 ? room : 0;
+  }
+
+  // Starts buffered jobs while handler slots are free. Without prefetch, a slot is free only once
+  // its previous job's outcome write was answered; with it, unanswered writes count against the
+  // prefetch allowance instead. A job that waited so long that less than half of its lease is left
+  // is handed back rather than started on borrowed time.
+  #startBuffered(q: QueueState): void {
+    const { config } = q;
+    let started = 0;
+    if (this.#state !== 'running') return;
+    const slotsHeldUntilAnswered = config.prefetch === 0;
+    while (
+      q.active + (slotsHeldUntilAnswered ? q.awaiting : 0) < config.concurrency &&
+      started < q.buffer.length
+    ) {
+      const next = q.buffer[started++] as Buffered;
+      if (performance.now() - next.claimSentAt > config.leaseMs / 2) void this.#handBack(q, next.row);
+      else this.#start(q, next.row, next.claimSentAt);
+    }
+    if (started > 0) q.buffer.splice(0, started);
+  }
+
+  // Returns a claimed job that never started: pending again at once, its attempt refunded.
+  #handBack(q: QueueState, row: ClaimedRow): Promise<OutcomeResult> {
+    return this.#batcher.snooze({
+      jobId: row.id,
+      token: row.lease_token,
+      owner: this.owner,
+      queue: q.config.name,
+      delayMs: 0,
+    });
   }
 
   #start(q: QueueState, row: ClaimedRow, claimSentAt: number): void {
@@ -288,25 +358,30 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     );
     q.active++;
     this.#keeper.track(job, config);
-    const run = this.#execute(job, config).finally(() => {
+    const run = this.#execute(job, q).finally(() => {
       this.#keeper.untrack(job);
       this.#runs.delete(job);
-      q.active--;
-      if (q.wanted) this.#schedulePump(q);
+      q.awaiting--;
+      this.#startBuffered(q);
+      if (q.wanted && this.#claimRoom(q) > 0) this.#schedulePump(q);
     });
     this.#runs.set(job, run);
   }
 
-  async #execute(job: ActiveJob, config: ResolvedQueue): Promise<void> {
+  async #execute(job: ActiveJob, q: QueueState): Promise<void> {
+    const { config } = q;
     let outcome: Promise<OutcomeResult> | null;
     try {
       await config.handler(job);
-      job.settled = true;
       outcome = this.#report(job, () => this.#batcher.complete(job.lease));
     } catch (err) {
-      job.settled = true;
       outcome = this.#report(job, () => this.#recordFailure(job, config, err));
     }
+    job.settled = true;
+    q.active--;
+    q.awaiting++;
+    this.#startBuffered(q);
+    if (q.wanted && this.#claimRoom(q) > 0) this.#schedulePump(q);
     if (outcome) this.#count(job, await outcome);
   }
 
