@@ -60,6 +60,30 @@ describe('leases and fencing', () => {
     expect(await lh.complete(current!)).toBe(true);
   });
 
+  it('a completed job leaves the hot table and keeps a compact record of the accepted claim, without its payload', async () => {
+    const lh = await migratedClient();
+    const pool = testPool();
+    const { id } = await lh.enqueue('done', { card: '4111 1111 1111 1111' }, { priority: 2 });
+    const [lease] = await lh.claim({ queue: 'done', owner: 'finisher' });
+    expect(await lh.complete(lease!)).toBe(true);
+    const live = await pool.query(`SELECT count(*)::int AS n FROM "${lh.schema}".jobs`);
+    expect(live.rows[0].n).toBe(0);
+    const job = await lh.getJob(id);
+    expect(job).toMatchObject({
+      id,
+      queueName: 'done',
+      status: 'succeeded',
+      payload: null,
+      priority: 2,
+      attemptCount: 1,
+      leaseOwner: 'finisher',
+      leaseToken: lease!.token,
+    });
+    expect(job?.finishedAt).toBeInstanceOf(Date);
+    // A second completion of the same claim is refused: the job is no longer running.
+    expect(await lh.complete(lease!)).toBe(false);
+  });
+
   it('refuses a completion after the lease expired in database time, before any sweep ran', async () => {
     const lh = await migratedClient();
     const pool = testPool();

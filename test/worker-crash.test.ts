@@ -44,7 +44,7 @@ describe('crashes and lost heartbeats', () => {
     expect(await countByStatus(pool, lh.schema)).toEqual({ succeeded: 200 });
     const attempts = await pool.query(
       `SELECT max(attempt_count)::int AS most, count(*) FILTER (WHERE attempt_count = 2)::int AS retried
-       FROM "${lh.schema}".jobs`,
+       FROM "${lh.schema}".finished_jobs`,
     );
     expect(attempts.rows[0].most).toBe(2);
     expect(attempts.rows[0].retried).toBe(rows[0].n);

@@ -3,7 +3,11 @@ import { defineStatement, type Queryable, run } from './db.js';
 /** The statuses a job moves through. */
 export type JobStatus = 'pending' | 'running' | 'succeeded' | 'dead';
 
-/** A job row, camelCased. ids and tokens are strings so no precision is lost. */
+/**
+ * A job row, camelCased. ids and tokens are strings so no precision is lost. A succeeded job is
+ * read from its compact finished record: `payload` is null and `leaseOwner`/`leaseToken` name the
+ * claim whose completion was accepted.
+ */
 export interface Job {
   id: string;
   queueName: string;
@@ -46,7 +50,10 @@ interface JobRow {
   finished_at: Date | null;
 }
 
-/** JobGetById: reads one job by primary key, without locking it. */
+/**
+ * JobGetById: reads one job by primary key, without locking it: from jobs while it is live or dead,
+ * from finished_jobs once it succeeded (no payload is kept there).
+ */
 const JobGetById = defineStatement(
   'get_job',
   (s) => `
@@ -54,6 +61,12 @@ const JobGetById = defineStatement(
          max_attempts, lease_owner, lease_token, lease_expires_at, claimed_at, last_error_code,
          last_error_class, last_error_message, last_error_stack, created_at, finished_at
   FROM ${s}.jobs
+  WHERE id = $1
+  UNION ALL
+  SELECT id, queue_name, NULL, 'succeeded', priority, claimed_at, attempt_count,
+         max_attempts, lease_owner, lease_token, NULL, claimed_at, NULL,
+         NULL, NULL, NULL, created_at, finished_at
+  FROM ${s}.finished_jobs
   WHERE id = $1`,
 );
 

@@ -75,10 +75,12 @@ export async function expireLease(pool: pg.Pool, schema: string, jobId: string):
   );
 }
 
-/** Counts a schema's jobs by status. */
+/** Counts a schema's jobs by status (succeeded ones live in finished_jobs). */
 export async function countByStatus(pool: pg.Pool, schema: string): Promise<Record<string, number>> {
   const { rows } = await pool.query<{ status: string; n: number }>(
-    `SELECT status::text, count(*)::int AS n FROM "${schema}".jobs GROUP BY status`,
+    `SELECT status::text, count(*)::int AS n FROM "${schema}".jobs GROUP BY status
+     UNION ALL
+     SELECT 'succeeded', count(*)::int FROM "${schema}".finished_jobs HAVING count(*) > 0`,
   );
   return Object.fromEntries(rows.map((row) => [row.status, row.n]));
 }

@@ -2,6 +2,8 @@
 -- The migrator runs this with search_path set to the Leasehold schema, so names are unqualified.
 
 -- pending -> running -> succeeded | pending (retry) | dead. See docs/state-machine.md.
+-- A succeeded job moves to finished_jobs; jobs.status is never 'succeeded' in practice, but the
+-- value names the state in the API and in finished_jobs' rows as read back.
 CREATE TYPE job_status AS ENUM ('pending', 'running', 'succeeded', 'dead');
 
 CREATE TABLE jobs (
@@ -41,6 +43,25 @@ CREATE INDEX jobs_claimable_idx
 CREATE INDEX jobs_expired_lease_idx
   ON jobs (lease_expires_at)
   WHERE status = 'running';
+
+-- Succeeded jobs leave the hot table in the statement that completes them, as a compact record
+-- (no payload: finished work keeps no copy of its input). The jobs table and its indexes then hold
+-- only live work (pending, running) and dead jobs awaiting an operator, so they stay small under
+-- churn. Pruned by the retention service.
+CREATE TABLE finished_jobs (
+  id bigint PRIMARY KEY,
+  queue_name text NOT NULL,
+  priority integer NOT NULL,
+  attempt_count integer NOT NULL,
+  max_attempts integer NOT NULL,
+  lease_owner text NOT NULL,
+  lease_token bigint NOT NULL,
+  created_at timestamptz NOT NULL,
+  claimed_at timestamptz,
+  finished_at timestamptz NOT NULL
+);
+
+CREATE INDEX finished_jobs_finished_at_idx ON finished_jobs (finished_at);
 
 -- Lost-fence attempts: a heartbeat, completion or failure presented with a lease that was no longer
 -- current. Counted per queue and operation in the same statement that refused them.
