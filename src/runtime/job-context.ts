@@ -43,9 +43,10 @@ export class ActiveJob implements JobContext {
   readonly token: string;
   readonly owner: string;
   readonly idempotencyKey: string;
-  readonly signal: AbortSignal;
   readonly lease: Lease;
-  readonly #controller = new AbortController();
+  // Created on first use: most handlers of short jobs never look at their signal, and an
+  // AbortController per job is a measurable share of a no-op job's cost.
+  #controller: AbortController | null = null;
 
   /** When the run started. */
   readonly startedAt: number;
@@ -85,11 +86,18 @@ export class ActiveJob implements JobContext {
     this.token = lease.token;
     this.owner = lease.owner;
     this.idempotencyKey = idempotencyKey;
-    this.signal = this.#controller.signal;
     this.startedAt = performance.now();
     this.lastRenewalSentAt = claimSentAt;
     this.deadline = claimSentAt + leaseMs - margin;
     this.runtimeLimitAt = this.startedAt + maxRuntimeMs;
+  }
+
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.abortReason !== null) this.#controller.abort(this.#abortError());
+    }
+    return this.#controller.signal;
   }
 
   /** The lease is still ours, as far as this process can tell. */
@@ -111,6 +119,10 @@ export class ActiveJob implements JobContext {
   abort(reason: AbortReason): void {
     if (this.abortReason !== null) return;
     this.abortReason = reason;
-    this.#controller.abort(new Error(`leasehold: job ${this.id} aborted (${reason})`));
+    this.#controller?.abort(this.#abortError());
+  }
+
+  #abortError(): Error {
+    return new Error(`leasehold: job ${this.id} aborted (${this.abortReason})`);
   }
 }

@@ -31,7 +31,7 @@ const JobClaimMany = defineStatement(
   FROM candidate
   WHERE j.id = candidate.id
   RETURNING j.id, j.payload, j.lease_token, j.attempt_count, j.max_attempts, j.lease_expires_at,
-            j.priority, j.created_at`,
+            j.priority, j.available_at`,
 );
 
 /** A row as the claim returns it. */
@@ -43,7 +43,7 @@ export interface ClaimedRow {
   max_attempts: number;
   lease_expires_at: Date;
   priority: number;
-  created_at: Date;
+  available_at: Date;
 }
 
 /** Claims up to `limit` jobs of `queue` for `owner`; rows come back in preference order. */
@@ -65,6 +65,8 @@ export async function claimJobs(
 
 function byPreference(a: ClaimedRow, b: ClaimedRow): number {
   if (a.priority !== b.priority) return b.priority - a.priority;
-  const byId = BigInt(a.id) - BigInt(b.id);
-  return byId < 0n ? -1 : byId > 0n ? 1 : 0;
+  const byTime = a.available_at.getTime() - b.available_at.getTime();
+  if (byTime !== 0) return byTime;
+  // ids are decimal strings without leading zeros: shorter is smaller, then compare as text.
+  return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
