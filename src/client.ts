@@ -226,6 +226,18 @@ export class Leasehold {
   }
 
   /**
+   * Completes many leases in one fenced statement; returns the ids whose completion was accepted
+   * (the others were fenced out and changed nothing).
+   */
+  async completeMany(leases: readonly Lease[], options: { client?: Queryable } = {}): Promise<Set<string>> {
+    if (!Array.isArray(leases) || leases.length > MAX_BATCH) {
+      throw new ValidationError('leases', `must be an array of at most ${MAX_BATCH} leases`);
+    }
+    for (const lease of leases) assertLease(lease);
+    return completeJobs(options.client ?? this.pool, this.schema, leases);
+  }
+
+  /**
    * Records a failed attempt: `retry` (pending again after backoff), `dead` (attempts spent or
    * not retryable; kept, never deleted) or `lost` (the lease was lost; nothing changed).
    */

@@ -84,6 +84,20 @@ describe('leases and fencing', () => {
     expect(await lh.complete(lease!)).toBe(false);
   });
 
+  it('completeMany accepts the current leases of a batch and refuses only the stale one', async () => {
+    const lh = await migratedClient({ backoff: { baseMs: 0, maxMs: 0 } });
+    const pool = testPool();
+    await lh.enqueueMany('many', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+    const leases = await lh.claim({ queue: 'many', owner: 'w', limit: 3 });
+    const stale = leases[1]!;
+    await expireLease(pool, lh.schema, stale.jobId);
+    await lh.recoverExpired();
+    const accepted = await lh.completeMany(leases);
+    expect([...accepted].sort()).toEqual([leases[0]!.jobId, leases[2]!.jobId].sort());
+    expect((await lh.getJob(stale.jobId))?.status).toBe('pending');
+    expect((await lh.leaseRefusals()).map((r) => [r.operation, r.count])).toEqual([['complete', 1]]);
+  });
+
   it('refuses a completion after the lease expired in database time, before any sweep ran', async () => {
     const lh = await migratedClient();
     const pool = testPool();
