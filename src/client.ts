@@ -1,4 +1,13 @@
 import pg from 'pg';
+import type {
+  ClaimOptions,
+  EnqueueItem,
+  EnqueueOptions,
+  EnqueueResult,
+  FailOptions,
+  LeaseholdOptions,
+  PruneOptions,
+} from './client-options.js';
 import {
   assertLeaseMs,
   type BackoffOptions,
@@ -8,97 +17,61 @@ import {
   resolveBackoff,
 } from './config.js';
 import { ValidationError } from './errors.js';
+import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
+import {
+  DEFAULT_PRUNE_BATCH,
+  DEFAULT_PRUNE_LIMIT,
+  DEFAULT_SUCCEEDED_RETENTION_MS,
+  type PruneResult,
+  prunePass,
+} from './maintenance/retention.js';
 import { type MigrateResult, migrate } from './migrations/migrator.js';
+import { type CancelOptions, type CancelResult, cancel } from './operations/cancel.js';
+import { type DeadJobPage, type ListDeadOptions, listDead } from './operations/dead.js';
+import { readJobWithHistory } from './operations/history.js';
+import {
+  configureQueue,
+  type QueueConfig,
+  type QueueSettings,
+  type QueueSummary,
+  queueSummaries,
+} from './operations/queues.js';
+import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
 import { describeError } from './runtime/error-details.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import { claimJobs } from './storage/claim.js';
 import { completeJobs } from './storage/complete.js';
 import type { Queryable } from './storage/db.js';
 import { insertJob, insertJobs, type NewJob } from './storage/enqueue.js';
+import { insertKeyedJob } from './storage/enqueue-keyed.js';
 import { type FailOutcome, failJobs } from './storage/fail.js';
 import { extendLeases } from './storage/heartbeat.js';
 import { type Job, type RefusalCount, readJob, readRefusals } from './storage/read.js';
 import { recoverExpiredLeases } from './storage/recover.js';
 import {
   assertInt,
+  assertJobId,
   assertQueueName,
   assertSchemaName,
   DEFAULT_MAX_PAYLOAD_BYTES,
   MAX_BATCH,
   MAX_ENQUEUE_MANY,
   optionalInt,
+  optionalText,
   scheduleFromOptions,
   serialisePayload,
 } from './validation.js';
 
-/** Options of a `Leasehold` client. */
-export interface LeaseholdOptions {
-  /** PostgreSQL connection string; defaults to `DATABASE_URL`. Ignored when `pool` is given. */
-  connectionString?: string;
-  /** A pool of your own; Leasehold then never ends it. */
-  pool?: pg.Pool;
-  /** Connections in the pool Leasehold creates (default 10). */
-  poolSize?: number;
-  /** The PostgreSQL schema holding Leasehold's tables (default `leasehold`). */
-  schema?: string;
-  /** Retry backoff for failures and expired leases. */
-  backoff?: BackoffOptions;
-  /** Largest payload accepted, as JSON bytes (default 256 KiB). */
-  maxPayloadBytes?: number;
-}
-
-/** Options of `enqueue`. */
-export interface EnqueueOptions {
-  /** Higher runs first (a preference, not a promise). Default 0. */
-  priority?: number;
-  /** Earliest time to run, compared with database time. */
-  runAt?: Date;
-  /** Delay before the job may run, from database time at insert. */
-  delayMs?: number;
-  /** Attempts allowed in all (default 8). */
-  maxAttempts?: number;
-  /** Your own client inside an open transaction: the job commits or rolls back with it. */
-  client?: Queryable;
-}
-
-/** One job of `enqueueMany`. */
-export interface EnqueueItem {
-  /** The job's data (JSON). */
-  payload: unknown;
-  /** Higher runs first. */
-  priority?: number;
-  /** Earliest time to run. */
-  runAt?: Date;
-  /** Delay before the job may run. */
-  delayMs?: number;
-  /** Attempts allowed in all. */
-  maxAttempts?: number;
-}
-
-/** Options of `claim`. */
-export interface ClaimOptions {
-  /** Queue to claim from. */
-  queue: string;
-  /** Who claims: recorded as the lease owner and required by every later write. */
-  owner: string;
-  /** Most jobs to claim (1..1000, default 1). */
-  limit?: number;
-  /** Lease length in ms (default 60 s). */
-  leaseMs?: number;
-}
-
-/** Options of `fail`. */
-export interface FailOptions {
-  /** False sends the job straight to `dead`. Default true. */
-  retryable?: boolean;
-  /** Retry after exactly this delay instead of the jittered backoff. */
-  delayMs?: number;
-  /** Retry only while attempt < this budget (smaller than maxAttempts for unclassified errors). */
-  attemptBudget?: number;
-  /** Stored error code; defaults to the error's own `code`, else `ERROR`. */
-  code?: string;
-}
+export type {
+  ClaimOptions,
+  EnqueueItem,
+  EnqueueOptions,
+  EnqueueResult,
+  FailOptions,
+  LeaseholdOptions,
+  PruneOptions,
+} from './client-options.js';
 
 const PRIORITY_LIMIT = 1_000_000;
 
@@ -115,6 +88,8 @@ export class Leasehold {
   readonly backoff: Required<BackoffOptions>;
   /** Largest payload accepted, in JSON bytes. */
   readonly maxPayloadBytes: number;
+  /** Default retention of succeeded jobs, in ms. */
+  readonly succeededRetentionMs: number;
   readonly #ownsPool: boolean;
 
   constructor(options: LeaseholdOptions = {}) {
@@ -128,6 +103,13 @@ export class Leasehold {
       2,
       64 * 1024 * 1024,
       DEFAULT_MAX_PAYLOAD_BYTES,
+    );
+    this.succeededRetentionMs = optionalInt(
+      options.succeededRetentionMs,
+      'succeededRetentionMs',
+      0,
+      10 * 365 * 86_400_000,
+      DEFAULT_SUCCEEDED_RETENTION_MS,
     );
     if (options.pool) {
       this.pool = options.pool;
@@ -159,12 +141,20 @@ export class Leasehold {
     if (this.#ownsPool) await this.pool.end();
   }
 
-  /** Adds a job to `queue`. With `client`, the job joins that transaction. */
-  async enqueue(queue: string, payload: unknown, options: EnqueueOptions = {}): Promise<{ id: string }> {
+  /**
+   * Adds a job to `queue`. With `client`, the job joins that transaction. With `idempotencyKey`, a
+   * job already holding that key in the queue is returned instead (`created: false`).
+   */
+  async enqueue(queue: string, payload: unknown, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     assertQueueName(queue);
     const job = this.#newJob({ ...options, payload }, 'options');
-    const id = await insertJob(options.client ?? this.pool, this.schema, queue, job);
-    return { id };
+    const db = options.client ?? this.pool;
+    if (options.idempotencyKey !== undefined) {
+      const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', 200) as string;
+      return insertKeyedJob(db, this.schema, queue, job, key);
+    }
+    const id = await insertJob(db, this.schema, queue, job);
+    return { id, created: true };
   }
 
   /** Adds many jobs to `queue` in one statement, all or nothing; ids come back in input order. */
@@ -282,9 +272,71 @@ export class Leasehold {
     return total;
   }
 
-  /** Reads one job; null when none has that id. */
-  async getJob(id: string | bigint | number): Promise<Job | null> {
-    return readJob(this.pool, this.schema, assertJobId(id));
+  /** Reads one job; null when none has that id. With `history: true`, adds its history in order. */
+  getJob(id: string | bigint | number): Promise<Job | null>;
+  getJob(id: string | bigint | number, options: { history: true }): Promise<JobWithHistory | null>;
+  getJob(id: string | bigint | number, options?: { history?: boolean }): Promise<Job | JobWithHistory | null>;
+  async getJob(
+    id: string | bigint | number,
+    options: { history?: boolean } = {},
+  ): Promise<Job | JobWithHistory | null> {
+    const jobId = assertJobId(id);
+    if (options.history) return readJobWithHistory(this.pool, this.schema, jobId);
+    return readJob(this.pool, this.schema, jobId);
+  }
+
+  /** Pages through dead jobs, newest death first, with their error summary (never payloads). */
+  listDead(options: ListDeadOptions = {}): Promise<DeadJobPage> {
+    return listDead(this.pool, this.schema, options);
+  }
+
+  /**
+   * Returns dead jobs to `pending` with the same id, a fresh attempt budget and their history kept
+   * (plus a `replayed` event). An id list is all or nothing (`JobStateError`, `JobNotFoundError`);
+   * a filter replays in bounded batches, reporting progress.
+   */
+  replay(
+    target: readonly (string | bigint | number)[] | ReplayFilter,
+    options: ReplayOptions,
+  ): Promise<ReplayResult> {
+    return replay(this.pool, this.schema, target, options);
+  }
+
+  /** Cancels a pending or running job (a running one's worker is fenced out); `JobStateError` when finished. */
+  cancel(id: string | bigint | number, options: CancelOptions): Promise<CancelResult> {
+    return cancel(this.pool, this.schema, id, options);
+  }
+
+  /** Creates or changes a queue's settings: owner, retention, paused. */
+  configureQueue(queue: string, config: QueueConfig): Promise<QueueSettings> {
+    return configureQueue(this.pool, this.schema, queue, config);
+  }
+
+  /** Stops claims from `queue`; running jobs finish. */
+  pauseQueue(queue: string): Promise<QueueSettings> {
+    return configureQueue(this.pool, this.schema, queue, { paused: true });
+  }
+
+  /** Lets `queue` be claimed again. */
+  resumeQueue(queue: string): Promise<QueueSettings> {
+    return configureQueue(this.pool, this.schema, queue, { paused: false });
+  }
+
+  /** Every queue that has jobs or settings: counts, oldest claimable age, owner, paused. */
+  listQueues(options: { limit?: number } = {}): Promise<QueueSummary[]> {
+    return queueSummaries(this.pool, this.schema, options);
+  }
+
+  /**
+   * One retention pass now: removes succeeded jobs past their retention, and dead or cancelled jobs
+   * past their queue's dead retention (each leaving a tombstone), in bounded batches.
+   */
+  prune(options: PruneOptions = {}): Promise<PruneResult> {
+    return prunePass(this.pool, this.schema, {
+      succeededRetentionMs: this.succeededRetentionMs,
+      batchSize: optionalInt(options.batchSize, 'batchSize', 1, MAX_BATCH, DEFAULT_PRUNE_BATCH),
+      limit: optionalInt(options.limit, 'limit', 1, Number.MAX_SAFE_INTEGER, DEFAULT_PRUNE_LIMIT),
+    });
   }
 
   /** Lost-fence attempts counted so far, per queue and operation. */
@@ -336,12 +388,4 @@ function assertLease(lease: Lease): void {
   assertJobId(lease.token, 'lease.token');
   assertOwner(lease.owner);
   assertQueueName(lease.queue, 'lease.queue');
-}
-
-function assertJobId(id: unknown, field = 'id'): string {
-  const text = typeof id === 'bigint' || typeof id === 'number' ? String(id) : id;
-  if (typeof text !== 'string' || !/^[0-9]{1,19}$/.test(text) || BigInt(text) > 9_223_372_036_854_775_807n) {
-    throw new ValidationError(field, 'must be a positive bigint (as a string)');
-  }
-  return text;
 }

@@ -4,7 +4,14 @@
  */
 
 /** Stable error codes raised by Leasehold itself. */
-export type LeaseholdErrorCode = 'VALIDATION' | 'SCHEMA_VERSION' | 'DATABASE' | 'LEASE_LOST' | 'WORKER_STATE';
+export type LeaseholdErrorCode =
+  | 'VALIDATION'
+  | 'SCHEMA_VERSION'
+  | 'DATABASE'
+  | 'LEASE_LOST'
+  | 'WORKER_STATE'
+  | 'JOB_NOT_FOUND'
+  | 'JOB_STATE';
 
 /** Base class of every error Leasehold raises. */
 export class LeaseholdError extends Error {
@@ -58,11 +65,51 @@ export class LeaseLostError extends LeaseholdError {
   }
 }
 
+/** An operation named a job that does not exist (never did, or was removed by retention). */
+export class JobNotFoundError extends LeaseholdError {
+  /** The job ids not found. */
+  readonly jobIds: readonly string[];
+
+  constructor(jobIds: readonly string[]) {
+    super('JOB_NOT_FOUND', `no job ${jobIds.join(', ')}`);
+    this.name = 'JobNotFoundError';
+    this.jobIds = jobIds;
+  }
+}
+
+/**
+ * An operation refused because a job is not in a state it applies to (replaying a job that is not
+ * dead, cancelling a finished one). Nothing was written.
+ */
+export class JobStateError extends LeaseholdError {
+  /** The jobs refused, with the status each was found in. */
+  readonly jobs: readonly { id: string; status: string }[];
+
+  constructor(operation: string, expected: string, jobs: readonly { id: string; status: string }[]) {
+    const listed = jobs
+      .slice(0, 5)
+      .map((job) => `${job.id} is ${job.status}`)
+      .join(', ');
+    const more = jobs.length > 5 ? ` and ${jobs.length - 5} more` : '';
+    super('JOB_STATE', `cannot ${operation}: ${expected} (${listed}${more}); nothing was changed`);
+    this.name = 'JobStateError';
+    this.jobs = jobs;
+  }
+}
+
 /** True when `err` is a Leasehold error, optionally of the given code. Works across package copies. */
 export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err is LeaseholdError {
   if (typeof err !== 'object' || err === null) return false;
   const candidate = err as { code?: unknown; name?: unknown };
-  const known: readonly string[] = ['VALIDATION', 'SCHEMA_VERSION', 'DATABASE', 'LEASE_LOST', 'WORKER_STATE'];
+  const known: readonly string[] = [
+    'VALIDATION',
+    'SCHEMA_VERSION',
+    'DATABASE',
+    'LEASE_LOST',
+    'WORKER_STATE',
+    'JOB_NOT_FOUND',
+    'JOB_STATE',
+  ];
   if (typeof candidate.code !== 'string' || !known.includes(candidate.code)) return false;
   return code === undefined || candidate.code === code;
 }

@@ -1,5 +1,13 @@
-export type { ClaimOptions, EnqueueItem, EnqueueOptions, FailOptions, LeaseholdOptions } from './client.js';
 export { Leasehold } from './client.js';
+export type {
+  ClaimOptions,
+  EnqueueItem,
+  EnqueueOptions,
+  EnqueueResult,
+  FailOptions,
+  LeaseholdOptions,
+  PruneOptions,
+} from './client-options.js';
 export type { BackoffOptions } from './config.js';
 export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './config.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
@@ -8,16 +16,27 @@ export type { LeaseholdErrorCode } from './errors.js';
 export {
   DatabaseError,
   isLeaseholdError,
+  JobNotFoundError,
+  JobStateError,
   LeaseholdError,
   LeaseLostError,
   SchemaVersionError,
   ValidationError,
 } from './errors.js';
+export type { JobEvent, JobEventKind, JobWithHistory } from './job-history.js';
 export type { Lease } from './lease.js';
 export type { RecoveryResult } from './maintenance/recovery.js';
+export type { PruneResult } from './maintenance/retention.js';
+export { DEFAULT_PRUNE_INTERVAL_MS, DEFAULT_SUCCEEDED_RETENTION_MS } from './maintenance/retention.js';
 export type { MigrateResult } from './migrations/migrator.js';
+export type { CancelOptions, CancelResult } from './operations/cancel.js';
+export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
+export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
+export type { ReplayFilter, ReplayOptions, ReplayProgress, ReplayResult } from './operations/replay.js';
+export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
+export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { AbortReason, JobContext } from './runtime/job-context.js';
-export { PermanentError, RetryableError, SnoozeError } from './runtime/job-errors.js';
+export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } from './runtime/job-errors.js';
 export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions } from './runtime/options.js';
 export { WORKER_DEFAULTS } from './runtime/options.js';
 export type { OutcomeResult } from './runtime/outcome-batcher.js';

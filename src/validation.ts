@@ -54,6 +54,54 @@ export function optionalInt(
   return value === undefined ? fallback : assertInt(value, field, min, max);
 }
 
+/** Throws unless `id` is a positive bigint (given as a string, bigint or safe integer); returns it as text. */
+export function assertJobId(id: unknown, field = 'id'): string {
+  const text = typeof id === 'bigint' || typeof id === 'number' ? String(id) : id;
+  if (typeof text !== 'string' || !/^[0-9]{1,19}$/.test(text) || BigInt(text) > 9_223_372_036_854_775_807n) {
+    throw new ValidationError(field, 'must be a positive bigint (as a string)');
+  }
+  return text;
+}
+
+/** Throws unless `value` is a string of 1 to `max` characters (NUL refused); returns it. */
+export function assertText(value: unknown, field: string, max: number): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is exactly what PostgreSQL text refuses.
+  if (typeof value !== 'string' || value.trim().length === 0 || value.length > max || /\u0000/.test(value)) {
+    throw new ValidationError(field, `must be a non-empty string of at most ${max} characters`);
+  }
+  return value;
+}
+
+/** Like `assertText`, but `undefined` yields null. */
+export function optionalText(value: unknown, field: string, max: number): string | null {
+  return value === undefined ? null : assertText(value, field, max);
+}
+
+/** Throws unless `value` is a valid Date; `undefined` yields null. */
+export function optionalDate(value: unknown, field: string): Date | null {
+  if (value === undefined) return null;
+  if (!(value instanceof Date) || Number.isNaN(value.getTime())) {
+    throw new ValidationError(field, 'must be a valid Date');
+  }
+  return value;
+}
+
+/** Throws unless `value` is a boolean; `undefined` yields `fallback`. */
+export function optionalBoolean(value: unknown, field: string, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new ValidationError(field, 'must be true or false');
+  return value;
+}
+
+/** Throws when `object` has a key not in `known`, naming the known ones. */
+export function rejectUnknownOptions(object: object, known: readonly string[], field: string): void {
+  for (const key of Object.keys(object)) {
+    if (!known.includes(key)) {
+      throw new ValidationError(`${field}.${key}`, `is not an option; known: ${known.join(', ')}`);
+    }
+  }
+}
+
 /** Serialises a payload to JSON text, refusing what JSON cannot carry and what is too large. */
 export function serialisePayload(payload: unknown, maxBytes: number, field = 'payload'): string {
   let text: string | undefined;

@@ -1,4 +1,6 @@
 import type { Lease } from '../lease.js';
+import type { Queryable } from '../storage/db.js';
+import { type EffectSpec, runEffect } from './effects.js';
 import { SnoozeError } from './job-errors.js';
 
 /** Why a running job's signal was aborted. */
@@ -28,6 +30,19 @@ export interface JobContext {
   progress(detail?: unknown): Promise<boolean>;
   /** Ends this run and asks to run again after `delayMs` without spending an attempt. */
   snooze(delayMs: number): never;
+  /**
+   * Runs an external side effect through the effects ledger: its intent is recorded before
+   * `perform` and its result after, both fenced by this lease (`LeaseLostError` when it is gone).
+   * A later attempt gets a recorded result back without performing again, and an outcome left
+   * unknown goes to `reconcile` (or, without it, ends the job dead with `UNCERTAIN_EFFECT`).
+   */
+  readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;
+}
+
+/** Where a job's effects are recorded. */
+export interface EffectStore {
+  readonly db: Queryable;
+  readonly schema: string;
 }
 
 /**
@@ -69,6 +84,9 @@ export class ActiveJob implements JobContext {
   /** The worker already reported this job as stuck. */
   stuckReported = false;
 
+  // An own property rather than a method, so the context spreads like the plain data it is.
+  readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;
+
   constructor(
     lease: Lease,
     idempotencyKey: string,
@@ -76,6 +94,7 @@ export class ActiveJob implements JobContext {
     leaseMs: number,
     margin: number,
     maxRuntimeMs: number,
+    store: EffectStore,
   ) {
     this.lease = lease;
     this.id = lease.jobId;
@@ -90,6 +109,22 @@ export class ActiveJob implements JobContext {
     this.lastRenewalSentAt = claimSentAt;
     this.deadline = claimSentAt + leaseMs - margin;
     this.runtimeLimitAt = this.startedAt + maxRuntimeMs;
+    const job = this;
+    this.effect = (name, spec) =>
+      runEffect(
+        {
+          db: store.db,
+          schema: store.schema,
+          lease: this.lease,
+          idempotencyKey: this.idempotencyKey,
+          get holdsLease() {
+            return job.holdsLease;
+          },
+          lostLease: () => this.abort('lease-lost'),
+        },
+        name,
+        spec,
+      );
   }
 
   get signal(): AbortSignal {

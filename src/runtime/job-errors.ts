@@ -18,6 +18,25 @@ export class PermanentError extends Error {
   }
 }
 
+/**
+ * Thrown by `job.effect` when an earlier attempt recorded an effect's intent but no result and no
+ * `reconcile` was given: nobody knows whether it happened, so the job goes dead with code
+ * `UNCERTAIN_EFFECT` for a person to decide, rather than performing it blindly again.
+ */
+export class UncertainEffectError extends PermanentError {
+  /** The effect whose outcome is unknown. */
+  readonly effect: string;
+
+  constructor(effect: string) {
+    super(
+      `effect "${effect}" was started by an earlier attempt with no recorded result, and has no reconcile: not performing it again`,
+      { code: 'UNCERTAIN_EFFECT' },
+    );
+    this.name = 'UncertainEffectError';
+    this.effect = effect;
+  }
+}
+
 /** Worth retrying (a timeout, a short outage): retried with backoff, or after `delayMs`. */
 export class RetryableError extends Error {
   /** Stored as the job's last_error_code. */

@@ -22,7 +22,9 @@ export interface LeaseKeeperEvents {
  * minus a margin, so it always falls before the database's own expiry.
  */
 export class LeaseKeeper {
-  readonly #jobs = new Map<string, { job: ActiveJob; queue: ResolvedQueue }>();
+  // Keyed by run, not job id: a job reclaimed by this same worker while its earlier, fenced-out run
+  // still hangs has two runs here, and the earlier one must still be aborted at its deadline.
+  readonly #jobs = new Map<ActiveJob, { job: ActiveJob; queue: ResolvedQueue }>();
   readonly #tickMs: number;
   #timer: NodeJS.Timeout | null = null;
   #renewing = false;
@@ -44,7 +46,7 @@ export class LeaseKeeper {
 
   /** Starts watching a job. */
   track(job: ActiveJob, queue: ResolvedQueue): void {
-    this.#jobs.set(job.id, { job, queue });
+    this.#jobs.set(job, { job, queue });
     if (!this.#timer) {
       this.#timer = setInterval(() => this.#tick(), this.#tickMs);
       this.#timer.unref();
@@ -53,7 +55,7 @@ export class LeaseKeeper {
 
   /** Stops watching a job (its handler settled and its outcome is recorded). */
   untrack(job: ActiveJob): void {
-    this.#jobs.delete(job.id);
+    this.#jobs.delete(job);
     if (this.#jobs.size === 0) this.stop();
   }
 

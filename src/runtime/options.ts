@@ -57,6 +57,11 @@ export interface WorkerOptions {
   shutdownTimeoutMs?: number;
   /** Mean interval of the expired-lease recovery sweep (default 1000 ms, jittered); 0 disables it. */
   recoveryIntervalMs?: number;
+  /**
+   * Mean interval of the retention pass (default 60 s, jittered); 0 disables it. Only one process
+   * prunes a schema at a time (an advisory lock); retention settings come from the client and queues.
+   */
+  pruneIntervalMs?: number;
   /** Largest claim batch (default 100, at most 1000); a claim never exceeds free slots. */
   claimBatchSize?: number;
   /** Wait this long to gather outcome writes into one statement (default 0: next tick). */
@@ -76,6 +81,7 @@ export const WORKER_DEFAULTS = {
   pollIntervalMs: 1000,
   shutdownTimeoutMs: 10_000,
   recoveryIntervalMs: 1000,
+  pruneIntervalMs: 60_000,
   claimBatchSize: 100,
   outcomeBatchDelayMs: 0,
 };
@@ -102,6 +108,7 @@ export interface ResolvedWorkerOptions {
   listen: boolean;
   shutdownTimeoutMs: number;
   recoveryIntervalMs: number;
+  pruneIntervalMs: number;
   claimBatchSize: number;
   outcomeBatchDelayMs: number;
   handleSignals: boolean;
@@ -114,6 +121,7 @@ const KNOWN_WORKER_KEYS = [
   'listen',
   'shutdownTimeoutMs',
   'recoveryIntervalMs',
+  'pruneIntervalMs',
   'claimBatchSize',
   'outcomeBatchDelayMs',
   'handleSignals',
@@ -181,6 +189,13 @@ export function resolveWorkerOptions(
       0,
       3_600_000,
       WORKER_DEFAULTS.recoveryIntervalMs,
+    ),
+    pruneIntervalMs: optionalInt(
+      options.pruneIntervalMs,
+      'pruneIntervalMs',
+      0,
+      86_400_000,
+      WORKER_DEFAULTS.pruneIntervalMs,
     ),
     claimBatchSize: optionalInt(
       options.claimBatchSize,

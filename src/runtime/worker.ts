@@ -3,6 +3,13 @@ import type pg from 'pg';
 import type { Leasehold } from '../client.js';
 import { LeaseholdError } from '../errors.js';
 import { type RecoveryResult, RecoveryService } from '../maintenance/recovery.js';
+import {
+  DEFAULT_PRUNE_BATCH,
+  DEFAULT_PRUNE_LIMIT,
+  type PruneResult,
+  prunePass,
+  RetentionService,
+} from '../maintenance/retention.js';
 import { type ClaimedRow, claimJobs } from '../storage/claim.js';
 import { wakeupChannel } from '../storage/enqueue.js';
 import { describeError } from './error-details.js';
@@ -45,6 +52,8 @@ export interface WorkerEventMap {
   stuck: [job: ActiveJob];
   /** The recovery sweep moved expired leases. */
   recovered: [result: RecoveryResult];
+  /** A retention pass removed finished or expired-retention jobs. */
+  pruned: [result: PruneResult];
   /** An internal error (database unavailable, listener dropped); the worker retries by itself. */
   error: [err: unknown];
 }
@@ -100,6 +109,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly #batcher: OutcomeBatcher;
   readonly #keeper: LeaseKeeper;
   readonly #recovery: RecoveryService | null;
+  readonly #retention: RetentionService | null;
   readonly #listener: WakeupListener | null;
   readonly #runs = new Map<ActiveJob, Promise<void>>();
   #state: WorkerState = 'idle';
@@ -148,6 +158,22 @@ export class Worker extends EventEmitter<WorkerEventMap> {
             onError: reportError,
           })
         : null;
+    this.#retention =
+      this.#options.pruneIntervalMs > 0
+        ? new RetentionService({
+            intervalMs: this.#options.pruneIntervalMs,
+            pool: lh.pool,
+            schema: lh.schema,
+            prune: (db) =>
+              prunePass(db, lh.schema, {
+                succeededRetentionMs: lh.succeededRetentionMs,
+                batchSize: DEFAULT_PRUNE_BATCH,
+                limit: DEFAULT_PRUNE_LIMIT,
+              }),
+            onPruned: (result) => this.emit('pruned', result),
+            onError: reportError,
+          })
+        : null;
     this.#listener = this.#options.listen
       ? new WakeupListener({
           connection: (lh.pool as pg.Pool & { options: pg.ClientConfig }).options,
@@ -177,6 +203,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.#state = 'running';
     this.#listener?.start();
     this.#recovery?.start();
+    this.#retention?.start();
     this.#pollTimer = setInterval(() => this.#wakeAll(), this.#options.pollIntervalMs);
     if (this.#options.handleSignals) this.#installSignalHandlers();
     this.#wakeAll();
@@ -208,7 +235,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       }
     };
     handBackBuffers();
-    await Promise.all([this.#listener?.stop(), this.#recovery?.stop()]);
+    await Promise.all([this.#listener?.stop(), this.#recovery?.stop(), this.#retention?.stop()]);
     await Promise.all([...this.#queues.values()].map((q) => q.pump));
     handBackBuffers();
 
@@ -227,7 +254,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       this.emit('aborted', job, 'shutdown');
       job.reported = true;
       // Hand the lease back: pending now, attempt refunded, since the job did not fail.
-      releases.push(this.#batcher.snooze({ ...job.lease, delayMs: 0 }));
+      releases.push(this.#batcher.snooze({ ...job.lease, delayMs: 0, handBack: 'shutdown' }));
     }
     await Promise.all([...releases, ...handedBack]);
     await this.#batcher.drained();
@@ -334,6 +361,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       owner: this.owner,
       queue: q.config.name,
       delayMs: 0,
+      handBack: 'unstarted',
     });
   }
 
@@ -355,6 +383,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       config.leaseMs,
       this.#keeper.marginFor(config.leaseMs),
       config.maxRuntimeMs,
+      { db: this.#lh.pool, schema: this.#lh.schema },
     );
     q.active++;
     this.#keeper.track(job, config);

@@ -7,6 +7,10 @@ import { defineStatement, type Queryable, run } from './db.js';
  * measured in database time. Served by jobs_claimable_idx. The caller commits at once (autocommit):
  * no transaction outlives this statement.
  * ORDER BY is a preference, not a promise: a claimer skips rows locked by a peer.
+ * A paused queue yields nothing: the NOT EXISTS depends only on $1, so PostgreSQL evaluates it once
+ * per statement (a primary-key probe of queues) before touching jobs. The claim is the attempt's
+ * durable record (claimed_at, owner, token, attempt_count); the record that ends the attempt
+ * copies those facts, so the claim writes no event row.
  */
 const JobClaimMany = defineStatement(
   'claim_jobs',
@@ -17,6 +21,7 @@ const JobClaimMany = defineStatement(
     WHERE queue_name = $1
       AND status = 'pending'
       AND available_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM ${s}.queues WHERE name = $1 AND paused)
     ORDER BY priority DESC, available_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -27,7 +32,8 @@ const JobClaimMany = defineStatement(
       lease_owner = $2,
       lease_token = j.lease_token + 1,
       lease_expires_at = now() + $4::double precision * interval '1 millisecond',
-      claimed_at = now()
+      claimed_at = now(),
+      lease_extensions = 0
   FROM candidate
   WHERE j.id = candidate.id
   RETURNING j.id, j.payload, j.lease_token, j.attempt_count, j.max_attempts, j.lease_expires_at,

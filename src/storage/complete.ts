@@ -7,6 +7,8 @@ import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './r
  * a row that does not is left untouched and counted as a lost-fence attempt. An accepted job leaves
  * the hot table: it is deleted from jobs and its compact record inserted into finished_jobs, in
  * the same statement (a delete is cheaper than an update, and keeps jobs and its indexes small).
+ * That record is the attempt's audit entry (owner, token, attempt, claimed_at, lease extensions,
+ * finished_at): a completion writes no job_events row.
  * Looks rows up by primary key; takes the row lock of each job it changes.
  */
 const JobCompleteMany = defineStatement(
@@ -20,13 +22,13 @@ const JobCompleteMany = defineStatement(
     USING input
     WHERE ${LEASE_FENCE}
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
-              j.lease_token, j.created_at, j.claimed_at
+              j.lease_token, j.created_at, j.claimed_at, j.lease_extensions
   ),
   finished AS (
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
-                                    lease_token, created_at, claimed_at, finished_at)
+                                    lease_token, created_at, claimed_at, finished_at, lease_extensions)
     SELECT id, queue_name, priority, attempt_count, max_attempts, lease_owner,
-           lease_token, created_at, claimed_at, now()
+           lease_token, created_at, claimed_at, now(), lease_extensions
     FROM changed
   ),
   ${refusalCountingCte(s, 'complete')}

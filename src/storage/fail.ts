@@ -12,6 +12,9 @@ const JITTERED_BACKOFF_MS = `random() * least(input.max_ms, input.base_ms * powe
  * JobFailMany: running -> pending (retry after backoff) or running -> dead, for a batch in one statement.
  * Fenced like a completion; refused rows are counted. A dead job is kept, with its last error,
  * for inspection and replay. Error fields arrive already bounded and free of payload data.
+ * Each accepted row also appends its audit event (`retried` with the delay, or `dead`), carrying the
+ * claim facts of the attempt it ends, in the same statement. Looks rows up by primary key; takes
+ * the row lock of each job it changes.
  */
 const JobFailMany = defineStatement(
   'fail_jobs',
@@ -40,7 +43,18 @@ const JobFailMany = defineStatement(
         last_error_stack = input.error_stack
     FROM input
     WHERE ${LEASE_FENCE}
-    RETURNING j.id, j.status
+    RETURNING j.id, j.status, j.queue_name, j.attempt_count, input.owner, input.token, j.claimed_at,
+              j.lease_extensions, input.error_code, input.error_class, input.error_message,
+              CASE WHEN j.status = 'pending'
+                THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms
+  ),
+  recorded AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
+                                 claimed_at, lease_extensions, error_code, error_class, message, delay_ms)
+    SELECT id, queue_name, CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END, status::text,
+           attempt_count, owner, token, claimed_at, lease_extensions, error_code, error_class,
+           error_message, delay_ms
+    FROM changed
   ),
   ${refusalCountingCte(s, 'fail')}
   SELECT id, status::text AS status FROM changed`,
@@ -49,14 +63,16 @@ const JobFailMany = defineStatement(
 /**
  * JobSnoozeMany: running -> pending after a delay, without spending an attempt.
  * The claim counted an attempt; a snooze gives it back. Fenced; refused rows are counted.
+ * Appends a `snoozed` event, or `skipped` for a lease the worker hands back (a job it never
+ * started, or one aborted at shutdown), in the same statement. Looks rows up by primary key.
  */
 const JobSnoozeMany = defineStatement(
   'snooze_jobs',
   (s) => `
   WITH input AS (
     SELECT *
-    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::double precision[])
-      AS t(id, token, owner, queue_name, delay_ms)
+    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::double precision[], $6::text[])
+      AS t(id, token, owner, queue_name, delay_ms, hand_back)
   ),
   changed AS (
     UPDATE ${s}.jobs AS j
@@ -67,7 +83,15 @@ const JobSnoozeMany = defineStatement(
         lease_expires_at = NULL
     FROM input
     WHERE ${LEASE_FENCE}
-    RETURNING j.id
+    RETURNING j.id, j.queue_name, j.attempt_count + 1 AS attempt, input.owner, input.token, j.claimed_at,
+              j.lease_extensions, input.delay_ms, input.hand_back
+  ),
+  recorded AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
+                                 claimed_at, lease_extensions, delay_ms, reason)
+    SELECT id, queue_name, CASE WHEN hand_back IS NULL THEN 'snoozed' ELSE 'skipped' END, 'pending',
+           attempt, owner, token, claimed_at, lease_extensions, delay_ms, hand_back
+    FROM changed
   ),
   ${refusalCountingCte(s, 'snooze')}
   SELECT id FROM changed`,
@@ -119,6 +143,8 @@ export async function failJobs(
 /** One snooze to record. */
 export interface SnoozeRef extends FenceRef {
   delayMs: number;
+  /** Set when the worker hands the lease back rather than the handler snoozing: why. */
+  handBack?: 'unstarted' | 'shutdown';
 }
 
 /** Snoozes the leases it can; returns the ids accepted. */
@@ -131,6 +157,7 @@ export async function snoozeJobs(
   const rows = await run<{ id: string }>(db, JobSnoozeMany(schema), [
     ...fenceArrays(refs),
     refs.map((ref) => ref.delayMs),
+    refs.map((ref) => ref.handBack ?? null),
   ]);
   return new Set(rows.map((row) => row.id));
 }

@@ -4,7 +4,9 @@ import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './r
 /**
  * JobExtendLeaseMany: running -> running with a later lease_expires_at, for a batch in one statement.
  * Fenced like a completion: an expired, recovered or reclaimed lease is not revived, and the
- * attempt is counted. The new expiry is measured from database time.
+ * attempt is counted (and recorded as a `refused` event). The new expiry is measured from database
+ * time. Extensions are counted on the row (lease_extensions), not logged: the record that ends the
+ * attempt copies the count. Looks rows up by primary key; takes the row lock of each job it extends.
  */
 const JobExtendLeaseMany = defineStatement(
   'extend_leases',
@@ -16,7 +18,8 @@ const JobExtendLeaseMany = defineStatement(
   ),
   changed AS (
     UPDATE ${s}.jobs AS j
-    SET lease_expires_at = now() + input.lease_ms * interval '1 millisecond'
+    SET lease_expires_at = now() + input.lease_ms * interval '1 millisecond',
+        lease_extensions = j.lease_extensions + 1
     FROM input
     WHERE ${LEASE_FENCE}
     RETURNING j.id, j.lease_expires_at

@@ -1,7 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
 
-/** The statuses a job moves through. */
-export type JobStatus = 'pending' | 'running' | 'succeeded' | 'dead';
+/** The statuses a job moves through. `cancelled` is terminal, set only by an operator's cancel. */
+export type JobStatus = 'pending' | 'running' | 'succeeded' | 'dead' | 'cancelled';
 
 /**
  * A job row, camelCased. ids and tokens are strings so no precision is lost. A succeeded job is

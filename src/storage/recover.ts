@@ -6,12 +6,14 @@ import { defineStatement, type Queryable, run } from './db.js';
  * SKIP LOCKED lets several sweeps run at once without waiting on or double-counting each other; the
  * outer WHERE repeats the expiry test, so a job renewed or completed after the subquery's snapshot
  * is left alone (under Read Committed the update re-reads the locked row before changing it).
+ * Appends a `lease_expired` event per job (the claim it ends, and whether it retries or died), in
+ * the same statement.
  */
 const JobRecoverExpired = defineStatement(
   'recover_expired_leases',
   (s) => `
   WITH expired AS (
-    SELECT id
+    SELECT id, lease_owner, lease_token
     FROM ${s}.jobs
     WHERE status = 'running'
       AND lease_expires_at <= now()
@@ -37,7 +39,17 @@ const JobRecoverExpired = defineStatement(
     WHERE j.id = expired.id
       AND j.status = 'running'
       AND j.lease_expires_at <= now()
-    RETURNING j.status
+    RETURNING j.id, j.status, j.queue_name, j.attempt_count, expired.lease_owner, expired.lease_token,
+              j.claimed_at, j.lease_extensions, j.last_error_code, j.last_error_message,
+              CASE WHEN j.status = 'pending'
+                THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms
+  ),
+  recorded AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
+                                 claimed_at, lease_extensions, error_code, message, delay_ms)
+    SELECT id, queue_name, 'lease_expired', status::text, attempt_count, lease_owner, lease_token, claimed_at,
+           lease_extensions, last_error_code, last_error_message, delay_ms
+    FROM moved
   )
   SELECT count(*) FILTER (WHERE status = 'pending')::int AS retried,
          count(*) FILTER (WHERE status = 'dead')::int AS dead

@@ -1,24 +1,35 @@
 /**
  * Lost-fence accounting, shared by every fenced transition.
  *
- * A fenced statement reads its batch from a CTE named `input` (with `id` and `queue_name` columns)
- * and reports the rows it changed from a CTE named `changed`. This fragment counts the rest —
- * the writes presented with a lease that was no longer current — into `lease_refusals`, in the
- * same statement, so counting costs no extra round trip. When nothing is refused it inserts nothing.
+ * A fenced statement reads its batch from a CTE named `input` (with `id`, `token`, `owner` and
+ * `queue_name` columns) and reports the rows it changed from a CTE named `changed`. This fragment
+ * handles the rest — the writes presented with a lease that was no longer current — in the same
+ * statement, so it costs no extra round trip: it counts them per queue and operation in
+ * `lease_refusals`, and records one `refused` event per write (who, which token) in `job_events`.
+ * When nothing is refused it inserts nothing.
  */
-export type FencedOperation = 'heartbeat' | 'complete' | 'fail' | 'snooze';
+export type FencedOperation = 'heartbeat' | 'complete' | 'fail' | 'snooze' | 'effect';
 
-/** SQL text of the `refused` CTE for `operation`; `s` is the quoted schema. */
+/** SQL text of the `refused_rows`, `refused` and `refused_events` CTEs for `operation`; `s` is the quoted schema. */
 export function refusalCountingCte(s: string, operation: FencedOperation): string {
-  return `refused AS (
-    INSERT INTO ${s}.lease_refusals AS r (queue_name, operation, refused_count, last_refused_at)
-    SELECT input.queue_name, '${operation}', count(*), now()
+  return `refused_rows AS (
+    SELECT input.id, input.token, input.owner, input.queue_name
     FROM input
     WHERE input.id NOT IN (SELECT id FROM changed)
-    GROUP BY input.queue_name
+  ),
+  refused AS (
+    INSERT INTO ${s}.lease_refusals AS r (queue_name, operation, refused_count, last_refused_at)
+    SELECT queue_name, '${operation}', count(*), now()
+    FROM refused_rows
+    GROUP BY queue_name
     ON CONFLICT (queue_name, operation) DO UPDATE
       SET refused_count = r.refused_count + excluded.refused_count,
           last_refused_at = excluded.last_refused_at
+  ),
+  refused_events AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, lease_owner, lease_token, detail)
+    SELECT id, queue_name, 'refused', owner, token, '{"operation":"${operation}"}'::jsonb
+    FROM refused_rows
   )`;
 }
 

@@ -1,0 +1,94 @@
+import type pg from 'pg';
+import type { BackoffOptions } from './config.js';
+import type { Queryable } from './storage/db.js';
+
+/** Options of a `Leasehold` client. */
+export interface LeaseholdOptions {
+  /** PostgreSQL connection string; defaults to `DATABASE_URL`. Ignored when `pool` is given. */
+  connectionString?: string;
+  /** A pool of your own; Leasehold then never ends it. */
+  pool?: pg.Pool;
+  /** Connections in the pool Leasehold creates (default 10). */
+  poolSize?: number;
+  /** The PostgreSQL schema holding Leasehold's tables (default `leasehold`). */
+  schema?: string;
+  /** Retry backoff for failures and expired leases. */
+  backoff?: BackoffOptions;
+  /** Largest payload accepted, as JSON bytes (default 256 KiB). */
+  maxPayloadBytes?: number;
+  /** How long succeeded jobs are kept before retention removes them (default 1 hour); per queue: `configureQueue`. */
+  succeededRetentionMs?: number;
+}
+
+/** Options of `enqueue`. */
+export interface EnqueueOptions {
+  /** Higher runs first (a preference, not a promise). Default 0. */
+  priority?: number;
+  /** Earliest time to run, compared with database time. */
+  runAt?: Date;
+  /** Delay before the job may run, from database time at insert. */
+  delayMs?: number;
+  /** Attempts allowed in all (default 8). */
+  maxAttempts?: number;
+  /** Your own client inside an open transaction: the job commits or rolls back with it. */
+  client?: Queryable;
+  /**
+   * At most one job per queue and key while that job is kept (until retention removes it): a later
+   * enqueue with the same key returns the existing job's id with `created: false` (1 to 200 characters).
+   */
+  idempotencyKey?: string;
+}
+
+/** What `enqueue` returns. */
+export interface EnqueueResult {
+  /** The job's id (the existing job's, when an idempotency key was already taken). */
+  id: string;
+  /** False when an idempotency key named an existing job and nothing was inserted. */
+  created: boolean;
+}
+
+/** Options of `prune`. */
+export interface PruneOptions {
+  /** Rows per statement (1..1000, default 1000), each its own short transaction. */
+  batchSize?: number;
+  /** Most rows of each kind removed by this call (default 1,000,000). */
+  limit?: number;
+}
+
+/** One job of `enqueueMany`. */
+export interface EnqueueItem {
+  /** The job's data (JSON). */
+  payload: unknown;
+  /** Higher runs first. */
+  priority?: number;
+  /** Earliest time to run. */
+  runAt?: Date;
+  /** Delay before the job may run. */
+  delayMs?: number;
+  /** Attempts allowed in all. */
+  maxAttempts?: number;
+}
+
+/** Options of `claim`. */
+export interface ClaimOptions {
+  /** Queue to claim from. */
+  queue: string;
+  /** Who claims: recorded as the lease owner and required by every later write. */
+  owner: string;
+  /** Most jobs to claim (1..1000, default 1). */
+  limit?: number;
+  /** Lease length in ms (default 60 s). */
+  leaseMs?: number;
+}
+
+/** Options of `fail`. */
+export interface FailOptions {
+  /** False sends the job straight to `dead`. Default true. */
+  retryable?: boolean;
+  /** Retry after exactly this delay instead of the jittered backoff. */
+  delayMs?: number;
+  /** Retry only while attempt < this budget (smaller than maxAttempts for unclassified errors). */
+  attemptBudget?: number;
+  /** Stored error code; defaults to the error's own `code`, else `ERROR`. */
+  code?: string;
+}

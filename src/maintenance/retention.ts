@@ -1,0 +1,150 @@
+import type pg from 'pg';
+import type { Queryable } from '../storage/db.js';
+import { releaseMaintenanceLock, tryMaintenanceLock } from '../storage/maintenance-lock.js';
+import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
+
+/** Succeeded jobs are kept this long by default (per queue: `configureQueue`'s `succeededRetentionMs`). */
+export const DEFAULT_SUCCEEDED_RETENTION_MS = 3_600_000;
+/** Mean interval between a worker's retention passes (jittered by ±25%). */
+export const DEFAULT_PRUNE_INTERVAL_MS = 60_000;
+/** Rows examined per pruning statement. */
+export const DEFAULT_PRUNE_BATCH = 1000;
+/** Most rows of each kind one pass removes; the next pass goes on. */
+export const DEFAULT_PRUNE_LIMIT = 1_000_000;
+
+/** What one retention pass removed. */
+export interface PruneResult {
+  /** Succeeded jobs removed (their finished records, events, effects and keys). */
+  succeeded: number;
+  /** Dead and cancelled jobs removed past their queue's retention, each leaving a tombstone. */
+  terminal: number;
+  /** The pass did not run: another process holds the retention lock. */
+  skipped: boolean;
+}
+
+/** Settings of one pass, validated by the caller. */
+export interface PrunePassOptions {
+  succeededRetentionMs: number;
+  batchSize: number;
+  limit: number;
+}
+
+/**
+ * One retention pass: succeeded jobs past their retention, then dead and cancelled jobs past their
+ * queue's dead retention, each in bounded batches (each its own short transaction), until a batch
+ * comes back short or `limit` rows of a kind were removed.
+ */
+export async function prunePass(
+  db: Queryable,
+  schema: string,
+  options: PrunePassOptions,
+): Promise<PruneResult> {
+  const result: PruneResult = { succeeded: 0, terminal: 0, skipped: false };
+  let after: FinishedCursor | null = null;
+  while (result.succeeded < options.limit) {
+    const batchLimit = Math.min(options.batchSize, options.limit - result.succeeded);
+    const batch = await pruneFinishedBatch(db, schema, {
+      limit: batchLimit,
+      defaultRetentionMs: options.succeededRetentionMs,
+      after,
+    });
+    result.succeeded += batch.removed;
+    if (batch.next === null || batch.seen < batchLimit) break;
+    after = batch.next;
+  }
+  while (result.terminal < options.limit) {
+    const batchLimit = Math.min(options.batchSize, options.limit - result.terminal);
+    const batch = await pruneTerminalBatch(db, schema, batchLimit);
+    result.terminal += batch.removed;
+    if (batch.seen < batchLimit) break;
+  }
+  return result;
+}
+
+/** Options of the retention service. */
+export interface RetentionServiceOptions {
+  /** Mean interval between passes, in ms; each wait is jittered by ±25%. */
+  intervalMs: number;
+  /** The pool to take the pass's connection from. */
+  pool: pg.Pool;
+  /** The schema pruned (names the lock). */
+  schema: string;
+  /** One pass, run on the connection that holds the lock. */
+  prune: (db: Queryable) => Promise<PruneResult>;
+  /** Called after a pass that removed something. */
+  onPruned?: (result: PruneResult) => void;
+  /** Called when a pass fails; the service keeps going. */
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * Runs retention passes on a slow jittered timer. Every worker process runs one, but a pass first
+ * takes a session-level advisory lock (without waiting) on a connection it keeps for the pass, and
+ * skips when another process holds it: concurrent passes would be safe (every batch takes rows
+ * with SKIP LOCKED) but would only repeat each other's scans. A crashed holder's lock ends with its
+ * connection.
+ */
+export class RetentionService {
+  #timer: NodeJS.Timeout | null = null;
+  #running: Promise<PruneResult | null> | null = null;
+  #stopped = true;
+
+  constructor(private readonly options: RetentionServiceOptions) {}
+
+  /** Runs one pass now (or reports it skipped when another process is pruning). */
+  async runOnce(): Promise<PruneResult> {
+    const { pool, schema } = this.options;
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    try {
+      if (!(await tryMaintenanceLock(client, schema, 'retention'))) {
+        return { succeeded: 0, terminal: 0, skipped: true };
+      }
+      try {
+        const result = await this.options.prune(client);
+        if (result.succeeded + result.terminal > 0) this.options.onPruned?.(result);
+        return result;
+      } finally {
+        await releaseMaintenanceLock(client, schema, 'retention');
+      }
+    } catch (err) {
+      // A connection whose lock state is unknown must not go back to the pool holding the lock.
+      broken = err instanceof Error ? err : new Error(String(err));
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /** Starts the timer. */
+  start(): void {
+    if (!this.#stopped) return;
+    this.#stopped = false;
+    this.#scheduleNext();
+  }
+
+  /** Stops the timer and waits for a pass in progress. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    await this.#running;
+  }
+
+  #scheduleNext(): void {
+    if (this.#stopped) return;
+    const wait = this.options.intervalMs * (0.75 + Math.random() * 0.5);
+    this.#timer = setTimeout(() => {
+      this.#running = this.runOnce()
+        .catch((err: unknown) => {
+          this.options.onError?.(err);
+          return null;
+        })
+        .finally(() => {
+          this.#running = null;
+          this.#scheduleNext();
+        });
+    }, wait);
+    this.#timer.unref();
+  }
+}

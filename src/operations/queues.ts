@@ -1,0 +1,109 @@
+import { ValidationError } from '../errors.js';
+import type { Queryable } from '../storage/db.js';
+import {
+  configureQueue as configureQueueRow,
+  listQueues,
+  type QueueChanges,
+  type QueueRow,
+} from '../storage/queues.js';
+import { assertInt, assertQueueName, assertText, optionalInt, rejectUnknownOptions } from '../validation.js';
+
+/** Settings `configureQueue` changes; a setting left out is kept, `null` clears it to its default. */
+export interface QueueConfig {
+  /** Who answers for this queue's dead jobs (up to 200 characters). */
+  owner?: string | null;
+  /** Dead and cancelled jobs are removed this long after they ended; null (default) keeps them. */
+  deadRetentionMs?: number | null;
+  /** Succeeded jobs are removed this long after they finished; null: the client's default. */
+  succeededRetentionMs?: number | null;
+  /** A paused queue's jobs are not claimed; running ones finish. */
+  paused?: boolean;
+}
+
+/** A queue's stored settings. */
+export interface QueueSettings {
+  name: string;
+  owner: string | null;
+  deadRetentionMs: number | null;
+  succeededRetentionMs: number | null;
+  paused: boolean;
+  updatedAt: Date;
+}
+
+/** One queue at a glance. */
+export interface QueueSummary {
+  name: string;
+  pending: number;
+  running: number;
+  dead: number;
+  cancelled: number;
+  /** How long the oldest claimable job has waited since it became claimable; null when none. */
+  oldestClaimableAgeMs: number | null;
+  owner: string | null;
+  paused: boolean;
+  deadRetentionMs: number | null;
+  succeededRetentionMs: number | null;
+}
+
+/** Longest retention accepted: ten years. */
+const MAX_RETENTION_MS = 10 * 365 * 86_400_000;
+
+/** Validates and stores a queue's settings. */
+export async function configureQueue(
+  db: Queryable,
+  schema: string,
+  queue: string,
+  config: QueueConfig,
+): Promise<QueueSettings> {
+  assertQueueName(queue);
+  if (typeof config !== 'object' || config === null) throw new ValidationError('config', 'must be an object');
+  rejectUnknownOptions(config, ['owner', 'deadRetentionMs', 'succeededRetentionMs', 'paused'], 'config');
+  const changes: QueueChanges = {};
+  if (config.owner !== undefined) {
+    changes.owner = config.owner === null ? null : assertText(config.owner, 'config.owner', 200);
+  }
+  for (const key of ['deadRetentionMs', 'succeededRetentionMs'] as const) {
+    const value = config[key];
+    if (value !== undefined) {
+      changes[key] = value === null ? null : assertInt(value, `config.${key}`, 0, MAX_RETENTION_MS);
+    }
+  }
+  if (config.paused !== undefined) {
+    if (typeof config.paused !== 'boolean')
+      throw new ValidationError('config.paused', 'must be true or false');
+    changes.paused = config.paused;
+  }
+  return toSettings(await configureQueueRow(db, schema, queue, changes));
+}
+
+/** Lists every queue that has jobs or settings, by name. */
+export async function queueSummaries(
+  db: Queryable,
+  schema: string,
+  options: { limit?: number },
+): Promise<QueueSummary[]> {
+  const rows = await listQueues(db, schema, optionalInt(options.limit, 'limit', 1, 10_000, 1000));
+  return rows.map((row) => ({
+    name: row.name,
+    pending: row.pending,
+    running: row.running,
+    dead: row.dead,
+    cancelled: row.cancelled,
+    oldestClaimableAgeMs: row.oldest_claimable_ms === null ? null : Math.round(row.oldest_claimable_ms),
+    owner: row.owner,
+    paused: row.paused,
+    deadRetentionMs: row.dead_retention_ms,
+    succeededRetentionMs: row.succeeded_retention_ms,
+  }));
+}
+
+function toSettings(row: QueueRow): QueueSettings {
+  return {
+    name: row.name,
+    owner: row.owner,
+    deadRetentionMs: row.dead_retention_ms,
+    succeededRetentionMs: row.succeeded_retention_ms,
+    paused: row.paused,
+    updatedAt: row.updated_at,
+  };
+}

@@ -1,0 +1,68 @@
+import { defineStatement, type Queryable, run } from './db.js';
+
+/**
+ * JobCancel: pending -> cancelled, or running -> cancelled with the lease token bumped, so the
+ * worker holding the job is fenced out: its next renewal, completion, failure or effect write is
+ * refused (and its signal aborts when the renewal is). Locks the job row (FOR UPDATE, waiting for
+ * an in-flight transition) to read the claim it ends; appends a `cancelled` event (who, why, and
+ * the claim it ended) in the same statement. A job in another state is left alone and its status
+ * returned, so the caller can say why; a succeeded job is found in finished_jobs. Primary-key lookups.
+ */
+const JobCancel = defineStatement(
+  'cancel_job',
+  (s) => `
+  WITH target AS (
+    SELECT id, status, lease_owner, lease_token, claimed_at, lease_extensions, attempt_count
+    FROM ${s}.jobs
+    WHERE id = $1
+    FOR UPDATE
+  ),
+  changed AS (
+    UPDATE ${s}.jobs AS j
+    SET status = 'cancelled',
+        lease_token = j.lease_token + 1,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        finished_at = now(),
+        last_error_code = 'CANCELLED',
+        last_error_class = NULL,
+        last_error_message = $3,
+        last_error_stack = NULL
+    FROM target
+    WHERE j.id = target.id AND j.status IN ('pending', 'running')
+    RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
+              target.claimed_at, target.lease_extensions, target.attempt_count
+  ),
+  recorded AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
+                                 claimed_at, lease_extensions, error_code, actor, reason)
+    SELECT id, queue_name, 'cancelled', 'cancelled',
+           CASE WHEN was = 'running' THEN attempt_count END,
+           CASE WHEN was = 'running' THEN lease_owner END,
+           CASE WHEN was = 'running' THEN lease_token END,
+           CASE WHEN was = 'running' THEN claimed_at END,
+           CASE WHEN was = 'running' THEN lease_extensions END,
+           'CANCELLED', $2, $3
+    FROM changed
+  )
+  SELECT target.status::text AS status, changed.id IS NOT NULL AS cancelled
+  FROM target LEFT JOIN changed USING (id)
+  UNION ALL
+  SELECT 'succeeded', false FROM ${s}.finished_jobs WHERE id = $1`,
+);
+
+/** What cancel found: the job's status before (null: no such job) and whether it cancelled it. */
+export async function cancelJob(
+  db: Queryable,
+  schema: string,
+  id: string,
+  params: { actor: string | null; reason: string },
+): Promise<{ status: string | null; cancelled: boolean }> {
+  const rows = await run<{ status: string; cancelled: boolean }>(db, JobCancel(schema), [
+    id,
+    params.actor,
+    params.reason,
+  ]);
+  const row = rows[0];
+  return row ? { status: row.status, cancelled: row.cancelled } : { status: null, cancelled: false };
+}
