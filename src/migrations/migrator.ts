@@ -50,7 +50,12 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
   const migrations = loadMigrations();
   const latest = migrations.at(-1)?.version ?? 0;
   const s = quoteIdent(schema);
-  const client = await pool.connect();
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    throw toDatabaseError(err, 'migrate');
+  }
   try {
     await client.query('BEGIN');
     // Taken before CREATE SCHEMA: concurrent "IF NOT EXISTS" creations can otherwise collide.
