@@ -1,0 +1,94 @@
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { Leasehold, type LeaseholdOptions } from '../index.js';
+import { assertDatabaseUrl, type ConnectionFlags, givenDatabaseUrl } from './connection.js';
+import { CliError } from './errors.js';
+
+/** Flags every admin command takes. */
+export interface AdminFlags extends ConnectionFlags {
+  json?: boolean;
+}
+
+/** Adds `--database-url` (or `DATABASE_URL`), `--schema` and `--json` to an admin command. */
+export function addAdminOptions(command: Command): Command {
+  command
+    .addOption(
+      new Option('--database-url <url>', 'PostgreSQL connection string of the queue').env('DATABASE_URL'),
+    )
+    .addOption(new Option('--schema <name>', "schema holding Leasehold's tables").default('leasehold'))
+    .option('--json', 'print the result as JSON');
+  return command;
+}
+
+/**
+ * Runs `use` with a client on the database the flags name. Admin commands inspect and change an
+ * existing queue, so unlike `work` they never start an embedded server: no URL is an error.
+ */
+export async function withAdminClient<T>(
+  flags: AdminFlags,
+  use: (lh: Leasehold) => Promise<T>,
+  options: Omit<LeaseholdOptions, 'connectionString' | 'pool' | 'schema'> = {},
+): Promise<T> {
+  const url = givenDatabaseUrl(flags);
+  if (!url) throw new CliError('no database: give --database-url or set DATABASE_URL');
+  assertDatabaseUrl(url);
+  const lh = new Leasehold({
+    poolSize: 2,
+    ...options,
+    connectionString: url,
+    schema: flags.schema ?? 'leasehold',
+  });
+  try {
+    return await use(lh);
+  } finally {
+    await lh.close();
+  }
+}
+
+/** Writes one line (or a block) of a command's result to stdout. */
+export function print(text: string): void {
+  process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+}
+
+/** Writes a value as one line of JSON to stdout. */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value)}\n`);
+}
+
+/** Commander parser for a positive integer option. */
+export function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) {
+    throw new InvalidArgumentError('expected a positive whole number');
+  }
+  return n;
+}
+
+/** Commander parser for a duration: a number of milliseconds, or with a unit (90s, 15m, 24h, 7d). */
+export function duration(value: string): number {
+  const match = /^(\d+)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (!match) throw new InvalidArgumentError('expected a duration such as 90s, 15m, 24h or 7d');
+  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] ?? 'ms'] ?? 1;
+  return Number(match[1]) * scale;
+}
+
+/** Commander parser for a point in time (ISO 8601, e.g. 2024-05-01T12:00:00Z). */
+export function isoTime(value: string): Date {
+  const date = new Date(value);
+  if (!/^\d{4}-\d\d-\d\d/.test(value) || Number.isNaN(date.getTime())) {
+    throw new InvalidArgumentError('expected an ISO 8601 time such as 2024-05-01T12:00:00Z');
+  }
+  return date;
+}
+
+/** A `--reason` option, required where an operator's decision is recorded. */
+export function reasonOption(): Option {
+  return new Option('--reason <text>', 'why (recorded in each job’s history)').makeOptionMandatory();
+}
+
+/** An `--actor` option, defaulting to the operating-system user. */
+export function actorOption(): Option {
+  return new Option('--actor <name>', 'who (recorded in each job’s history)').default(
+    process.env.USER || process.env.USERNAME || undefined,
+    '$USER',
+  );
+}

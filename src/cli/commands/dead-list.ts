@@ -1,0 +1,63 @@
+import { Command } from 'commander';
+import {
+  type AdminFlags,
+  addAdminOptions,
+  isoTime,
+  positiveInt,
+  print,
+  printJson,
+  withAdminClient,
+} from '../admin.js';
+import { formatTable, formatTime, oneLine } from '../format.js';
+
+interface DeadListFlags extends AdminFlags {
+  queue?: string;
+  errorCode?: string;
+  before?: Date;
+  limit?: number;
+  cursor?: string;
+}
+
+/** `leasehold dead list`: dead jobs, newest first, with why they died. */
+export function deadCommand(): Command {
+  const list = new Command('list')
+    .description('list dead jobs, newest first, with their error summary (never their payloads)')
+    .option('--queue <name>', 'only this queue')
+    .option('--error-code <code>', 'only jobs that died with this error code')
+    .option('--before <time>', 'only jobs that died before this ISO 8601 time', isoTime)
+    .option('--limit <n>', 'jobs per page (at most 1000)', positiveInt, 50)
+    .option('--cursor <cursor>', 'continue after the page that printed this cursor');
+  addAdminOptions(list);
+  list.addHelpText(
+    'after',
+    `
+Examples:
+  $ leasehold dead list --queue emails
+  $ leasehold dead list --error-code ETIMEDOUT --limit 200 --json
+  $ leasehold dead list --queue emails --cursor <the cursor printed by the previous page>`,
+  );
+  list.action(async (flags: DeadListFlags) => {
+    const page = await withAdminClient(flags, (lh) =>
+      lh.listDead({
+        ...(flags.queue !== undefined && { queue: flags.queue }),
+        ...(flags.errorCode !== undefined && { errorCode: flags.errorCode }),
+        ...(flags.before !== undefined && { before: flags.before }),
+        ...(flags.limit !== undefined && { limit: flags.limit }),
+        ...(flags.cursor !== undefined && { cursor: flags.cursor }),
+      }),
+    );
+    if (flags.json) return printJson(page);
+    if (page.jobs.length === 0) return print('no dead jobs');
+    const rows = page.jobs.map((job) => [
+      job.id,
+      job.queueName,
+      `${job.attemptCount}/${job.maxAttempts}`,
+      formatTime(job.diedAt),
+      job.errorCode ?? '',
+      oneLine(job.errorMessage, 60),
+    ]);
+    print(formatTable(['id', 'queue', 'attempts', 'died', 'code', 'message'], rows));
+    if (page.cursor) print(`more: --cursor ${page.cursor}`);
+  });
+  return new Command('dead').description('inspect dead jobs').addCommand(list);
+}

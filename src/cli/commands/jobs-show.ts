@@ -1,0 +1,77 @@
+import { Command } from 'commander';
+import type { JobEvent, JobWithHistory } from '../../index.js';
+import { type AdminFlags, addAdminOptions, print, printJson, withAdminClient } from '../admin.js';
+import { CliError } from '../errors.js';
+import { formatDuration, formatTable, formatTime, oneLine } from '../format.js';
+
+interface ShowFlags extends AdminFlags {
+  payload?: boolean;
+}
+
+/** `leasehold jobs show <id>`: one job and its history, in order. */
+export function jobsCommand(): Command {
+  const show = new Command('show')
+    .description('show a job and its history: every attempt, who held it, how it ended')
+    .argument('<id>', 'the job id')
+    .option('--payload', 'include the payload (left out by default: it may hold personal data)');
+  addAdminOptions(show);
+  show.addHelpText(
+    'after',
+    `
+Examples:
+  $ leasehold jobs show 42 --database-url postgres://localhost/app
+  $ leasehold jobs show 42 --json | jq '.history[] | select(.kind == "dead")'`,
+  );
+  show.action(async (id: string, flags: ShowFlags) => {
+    const job = await withAdminClient(flags, (lh) => lh.getJob(id, { history: true }));
+    if (!job) throw new CliError(`no job ${id} (never created, or removed by retention)`);
+    const shown = flags.payload ? job : { ...job, payload: undefined };
+    if (flags.json) printJson(shown);
+    else print(describeJob(job, flags.payload === true));
+  });
+  return new Command('jobs').description('inspect jobs').addCommand(show);
+}
+
+function describeJob(job: JobWithHistory, withPayload: boolean): string {
+  const lines = [
+    `job ${job.id} in queue ${job.queueName}: ${job.status}`,
+    `  attempts ${job.attemptCount} of ${job.maxAttempts}, priority ${job.priority}`,
+    `  created ${formatTime(job.createdAt)}, available ${formatTime(job.availableAt)}${
+      job.finishedAt ? `, finished ${formatTime(job.finishedAt)}` : ''
+    }`,
+  ];
+  if (job.status === 'running') {
+    lines.push(
+      `  leased by ${job.leaseOwner} (token ${job.leaseToken}) until ${formatTime(job.leaseExpiresAt)}`,
+    );
+  }
+  if (job.lastErrorCode) {
+    lines.push(
+      `  last error: ${job.lastErrorCode}${job.lastErrorMessage ? ` ${oneLine(job.lastErrorMessage, 200)}` : ''}`,
+    );
+  }
+  if (withPayload) lines.push(`  payload: ${JSON.stringify(job.payload)}`);
+  lines.push('', 'history:');
+  const rows = job.history.map((event) => [
+    formatTime(event.at),
+    event.kind,
+    event.attempt === null ? '' : String(event.attempt),
+    event.owner ?? '',
+    event.token ?? '',
+    describeEvent(event),
+  ]);
+  lines.push(formatTable(['at', 'event', 'attempt', 'owner', 'token', 'detail'], rows));
+  return lines.join('\n');
+}
+
+function describeEvent(event: JobEvent): string {
+  const parts: string[] = [];
+  if (event.errorCode) parts.push(event.errorCode);
+  if (event.message && event.kind !== 'cancelled') parts.push(oneLine(event.message, 80));
+  if (event.delayMs !== null) parts.push(`again in ${formatDuration(event.delayMs)}`);
+  if (event.leaseExtensions) parts.push(`${event.leaseExtensions} lease extension(s)`);
+  if (event.operation) parts.push(`${event.operation} refused`);
+  if (event.actor) parts.push(`by ${event.actor}`);
+  if (event.reason) parts.push(`reason: ${oneLine(event.reason, 80)}`);
+  return parts.join('; ');
+}

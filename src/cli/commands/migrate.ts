@@ -1,0 +1,58 @@
+import { Command } from 'commander';
+import { Leasehold, type MigrateResult } from '../../index.js';
+import {
+  addConnectionOptions,
+  type ConnectionFlags,
+  givenDatabaseUrl,
+  withDatabase,
+  withOfflineClient,
+} from '../connection.js';
+import type { Interrupt } from '../interrupt.js';
+
+interface MigrateFlags extends ConnectionFlags {
+  json?: boolean;
+}
+
+/** Brings a schema to the latest version on an open database; returns what was applied. */
+export async function migrateSchema(connectionString: string, schema: string): Promise<MigrateResult> {
+  const lh = new Leasehold({ connectionString, schema, poolSize: 1 });
+  try {
+    return await lh.migrate();
+  } finally {
+    await lh.close();
+  }
+}
+
+/** The line `leasehold migrate` prints for a result. */
+export function describeMigration(schema: string, result: MigrateResult): string {
+  const applied = result.applied.length === 0 ? 'already up to date' : `applied ${result.applied.join(', ')}`;
+  return `schema ${schema} is at version ${result.version} (${applied})`;
+}
+
+/** `leasehold migrate`: creates or upgrades Leasehold's tables. */
+export function migrateCommand(interrupt: Interrupt): Command {
+  const command = new Command('migrate')
+    .description("create or upgrade Leasehold's tables in a schema (safe to run from many processes)")
+    .option('--json', 'print the result as JSON: {"schema","version","applied"}');
+  addConnectionOptions(command);
+  command.addHelpText(
+    'after',
+    `
+Examples:
+  $ leasehold migrate --database-url postgres://app:secret@localhost:5432/app
+  $ DATABASE_URL=postgres://localhost/app leasehold migrate --schema jobs --json`,
+  );
+  command.action(async (flags: MigrateFlags) => {
+    const schema = flags.schema ?? 'leasehold';
+    await withOfflineClient(schema, () => undefined);
+    const result = await withDatabase(givenDatabaseUrl(flags), interrupt, (connectionString) =>
+      migrateSchema(connectionString, schema),
+    );
+    process.stdout.write(
+      flags.json
+        ? `${JSON.stringify({ schema, version: result.version, applied: result.applied })}\n`
+        : `${describeMigration(schema, result)}\n`,
+    );
+  });
+  return command;
+}

@@ -1,0 +1,104 @@
+import { Command } from 'commander';
+import { Leasehold, WORKER_DEFAULTS, type Worker } from '../../index.js';
+import {
+  addConnectionOptions,
+  type ConnectionFlags,
+  givenDatabaseUrl,
+  withDatabase,
+  withOfflineClient,
+} from '../connection.js';
+import { CliError } from '../errors.js';
+import type { Interrupt } from '../interrupt.js';
+import { note } from '../log.js';
+import { formatCounters, logWorkerActivity } from '../worker-log.js';
+import { loadWorkerModule, type WorkerModule } from '../worker-module.js';
+
+// Beyond the worker's own shutdown timeout, how long stop() may take to hand back leases and
+// write the last outcomes. It waits on the database, which may be gone; the process must still end.
+const STOP_GRACE_MS = 10_000;
+
+/**
+ * Runs a worker module until a signal: validates it, migrates, starts the worker and, at SIGTERM,
+ * SIGINT or SIGHUP, stops it gracefully. Resolves once the worker has stopped.
+ */
+export async function runWorker(
+  module: WorkerModule,
+  connectionString: string,
+  schema: string,
+  interrupt: Interrupt,
+): Promise<void> {
+  const lh = new Leasehold({ connectionString, schema });
+  try {
+    const worker = lh.worker({ ...module.options, queues: module.queues, handleSignals: true });
+    const migrated = await lh.migrate();
+    note(`schema ${schema} at version ${migrated.version}`);
+    if (interrupt.received) return;
+    await worker.start();
+    note(
+      `worker ${worker.owner} started on ${Object.keys(module.queues).join(', ')}; stop it with SIGTERM or Ctrl-C`,
+    );
+    const stopLogging = logWorkerActivity(worker);
+    try {
+      const signal = await interrupt.wait();
+      note(`${signal}: stopping; running jobs get up to ${shutdownTimeoutMs(module)} ms to finish`);
+      await stopWithin(worker, shutdownTimeoutMs(module) + STOP_GRACE_MS);
+    } finally {
+      stopLogging();
+    }
+    note(`stopped: ${formatCounters(worker.counters, worker.activeCount)}`);
+  } finally {
+    await lh.close();
+  }
+}
+
+/** `leasehold work <module>`: runs the handlers a module exports. */
+export function workCommand(interrupt: Interrupt): Command {
+  const command = new Command('work')
+    .description('run the queue handlers a JavaScript module exports, until SIGTERM or SIGINT')
+    .argument('<module>', 'path of an ES module (relative to the current folder) exporting handlers');
+  addConnectionOptions(command);
+  command.addHelpText(
+    'after',
+    `
+The module exports one handler per queue, or { handler, concurrency, leaseMs, ... }, and may
+export worker options (pollIntervalMs, shutdownTimeoutMs, ...) as default or as \`options\`:
+
+  // jobs.mjs
+  export const emails = async (job) => { await send(job.payload); };
+  export const thumbnails = { handler: async (job) => resize(job.payload), concurrency: 4 };
+  export const options = { pollIntervalMs: 500 };
+
+Example:
+  $ DATABASE_URL=postgres://app:secret@localhost:5432/app leasehold work ./jobs.mjs`,
+  );
+  command.action(async (path: string, flags: ConnectionFlags) => {
+    const schema = flags.schema ?? 'leasehold';
+    const module = await loadWorkerModule(path);
+    // Validates every option (with suggestions for typos) before a database is involved.
+    await withOfflineClient(schema, (lh) =>
+      lh.worker({ ...module.options, queues: module.queues, handleSignals: false }),
+    );
+    await withDatabase(givenDatabaseUrl(flags), interrupt, (connectionString) =>
+      runWorker(module, connectionString, schema, interrupt),
+    );
+  });
+  return command;
+}
+
+function shutdownTimeoutMs(module: WorkerModule): number {
+  return module.options.shutdownTimeoutMs ?? WORKER_DEFAULTS.shutdownTimeoutMs;
+}
+
+async function stopWithin(worker: Worker, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<true>((resolve) => {
+    timer = setTimeout(() => resolve(true), timeoutMs);
+  });
+  const result = await Promise.race([worker.stop().then(() => false), timedOut]);
+  clearTimeout(timer);
+  if (result) {
+    throw new CliError(
+      `the worker did not stop within ${timeoutMs} ms (is the database reachable?); its leases will expire and be recovered`,
+    );
+  }
+}

@@ -1,0 +1,42 @@
+import type { Worker, WorkerCounters } from '../index.js';
+import { describeError } from './errors.js';
+import { note } from './log.js';
+
+const INTERVAL_MS = 1000;
+
+/** One line of a worker's counters (never anything from a job's payload). */
+export function formatCounters(counters: WorkerCounters, running: number): string {
+  const parts = Object.entries(counters).map(([name, value]) => `${name}=${value}`);
+  return `${parts.join(' ')} running=${running}`;
+}
+
+/**
+ * Logs a worker's counters to stderr at most once a second, and only when they changed, so an
+ * idle worker stays quiet; internal errors (the worker retries by itself) are logged at the same
+ * pace, repeats counted rather than printed. Returns a function that stops logging.
+ */
+export function logWorkerActivity(worker: Worker): () => void {
+  let lastLine = formatCounters(worker.counters, worker.activeCount);
+  let lastError: string | null = null;
+  let suppressed = 0;
+  const onError = (err: unknown) => {
+    if (lastError === null) lastError = describeError(err);
+    else suppressed++;
+  };
+  worker.on('error', onError);
+  const timer = setInterval(() => {
+    if (lastError !== null) {
+      note(`worker error: ${lastError}${suppressed > 0 ? ` (and ${suppressed} more)` : ''}`);
+      lastError = null;
+      suppressed = 0;
+    }
+    const line = formatCounters(worker.counters, worker.activeCount);
+    if (line !== lastLine) note(line);
+    lastLine = line;
+  }, INTERVAL_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    worker.off('error', onError);
+  };
+}
