@@ -16,5 +16,15 @@ export function newDemoSchema(): string {
 export async function dropDemoSchema(pool: pg.Pool, schema: string): Promise<void> {
   // Only ever a name newDemoSchema made: never drop a schema the demo did not create.
   if (!DEMO_SCHEMA.test(schema)) throw new Error(`not a demo schema: ${schema}`);
-  await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  // Right after workers are killed, their server backends may still be finishing a statement over
+  // several of the schema's tables; the DROP can then lose a deadlock. Try a few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      return;
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 300 * attempt));
+    }
+  }
 }
