@@ -57,7 +57,8 @@ describe('cancellation', () => {
     const worker = lh.worker({
       queues: {
         long: {
-          leaseMs: 300,
+          // Long enough that a slow renewal under load cannot let the lease lapse on its own first.
+          leaseMs: 1500,
           renew: 'alive',
           handler: async (job) => {
             running.resolve();

@@ -93,7 +93,8 @@ describe('crashes and lost heartbeats', () => {
 
   it('when heartbeats are lost during active work, two executions of a job overlap for no longer than the lease plus the sweep interval', async () => {
     const setup = await migratedClient({ backoff: noBackoff });
-    const leaseMs = 600;
+    // Long enough that timer delays on a loaded machine stay well inside the safety margin.
+    const leaseMs = 1500;
     const sweepMs = 100;
     const jobs = 10;
     await setup.enqueueMany(
@@ -116,12 +117,13 @@ describe('crashes and lost heartbeats', () => {
 
     const ledger: { id: string; worker: string; start: number; end: number }[] = [];
     const handlerFor =
-      (name: string) => async (job: { id: string; signal: AbortSignal; progress(): Promise<boolean> }) => {
+      (name: string, workMs: number) =>
+      async (job: { id: string; signal: AbortSignal; progress(): Promise<boolean> }) => {
         const entry = { id: job.id, worker: name, start: performance.now(), end: Number.NaN };
         ledger.push(entry);
         try {
           // Long work with steady progress: only a lost lease stops it.
-          while (!job.signal.aborted && performance.now() - entry.start < 3 * leaseMs) {
+          while (!job.signal.aborted && performance.now() - entry.start < workMs) {
             await job.progress();
             await new Promise((resolve) => setTimeout(resolve, 10));
           }
@@ -132,7 +134,7 @@ describe('crashes and lost heartbeats', () => {
       };
     const a = lossy.worker({
       owner: 'A',
-      queues: { ledger: { leaseMs, concurrency: jobs, handler: handlerFor('A') } },
+      queues: { ledger: { leaseMs, concurrency: jobs, handler: handlerFor('A', 3 * leaseMs) } },
       recoveryIntervalMs: 0,
       listen: false,
       pollIntervalMs: 20,
@@ -144,7 +146,7 @@ describe('crashes and lost heartbeats', () => {
       const aStopping = a.stop();
       const b = setup.worker({
         owner: 'B',
-        queues: { ledger: { leaseMs, concurrency: jobs, handler: handlerFor('B') } },
+        queues: { ledger: { leaseMs, concurrency: jobs, handler: handlerFor('B', 200) } },
         recoveryIntervalMs: sweepMs,
         pollIntervalMs: 20,
       });

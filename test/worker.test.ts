@@ -301,13 +301,13 @@ describe('worker', () => {
     const worker = lh.worker({
       queues: {
         progress: {
-          leaseMs: 400,
+          leaseMs: 1000,
           concurrency: 2,
           handler: async (job) => {
             const reports = (job.payload as { reports: boolean }).reports;
-            // Run for three lease lengths.
-            for (let i = 0; i < 24 && !job.signal.aborted; i++) {
-              await new Promise((resolve) => setTimeout(resolve, 50));
+            // Run for two and a half lease lengths.
+            for (let i = 0; i < 25 && !job.signal.aborted; i++) {
+              await new Promise((resolve) => setTimeout(resolve, 100));
               if (reports) expect(await job.progress({ step: i })).toBe(true);
             }
             if (job.signal.aborted) throw job.signal.reason;
