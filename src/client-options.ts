@@ -37,6 +37,13 @@ export interface EnqueueOptions {
    * enqueue with the same key returns the existing job's id with `created: false` (1 to 200 characters).
    */
   idempotencyKey?: string;
+  /**
+   * Jobs of a queue sharing this key run one at a time, in enqueue order; a dead one blocks the key
+   * until replayed or skipped (1 to 200 characters). See docs/ordering.md.
+   */
+  orderingKey?: string;
+  /** Counts against the queue's `concurrencyLimitPerKey` (1 to 200 characters). */
+  concurrencyKey?: string;
 }
 
 /** What `enqueue` returns. */
@@ -67,6 +74,10 @@ export interface EnqueueItem {
   delayMs?: number;
   /** Attempts allowed in all. */
   maxAttempts?: number;
+  /** Per-aggregate ordering key: see `EnqueueOptions.orderingKey`. */
+  orderingKey?: string;
+  /** Per-key concurrency key: see `EnqueueOptions.concurrencyKey`. */
+  concurrencyKey?: string;
 }
 
 /** Options of `claim`. */

@@ -27,9 +27,19 @@ import {
   prunePass,
 } from './maintenance/retention.js';
 import { type MigrateResult, migrate } from './migrations/migrator.js';
+import { traceEnqueue } from './observability/tracing.js';
 import { type CancelOptions, type CancelResult, cancel } from './operations/cancel.js';
+import { ClaimRouter } from './operations/claim-router.js';
 import { type DeadJobPage, type ListDeadOptions, listDead } from './operations/dead.js';
+import { checkHealth, type HealthReport, type HealthRules } from './operations/health.js';
 import { readJobWithHistory } from './operations/history.js';
+import {
+  type BlockedKey,
+  type BlockedKeysOptions,
+  blockedKeys,
+  type SkipOptions,
+  skip,
+} from './operations/ordering.js';
 import {
   configureQueue,
   type QueueConfig,
@@ -38,13 +48,14 @@ import {
   queueSummaries,
 } from './operations/queues.js';
 import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
+import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
 import { describeError } from './runtime/error-details.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
-import { claimJobs } from './storage/claim.js';
 import { completeJobs } from './storage/complete.js';
 import type { Queryable } from './storage/db.js';
 import { insertJob, insertJobs, type NewJob } from './storage/enqueue.js';
 import { insertKeyedJob } from './storage/enqueue-keyed.js';
+import { insertOrderedJobs } from './storage/enqueue-ordered.js';
 import { type FailOutcome, failJobs } from './storage/fail.js';
 import { extendLeases } from './storage/heartbeat.js';
 import { type Job, type RefusalCount, readJob, readRefusals } from './storage/read.js';
@@ -91,6 +102,7 @@ export class Leasehold {
   /** Default retention of succeeded jobs, in ms. */
   readonly succeededRetentionMs: number;
   readonly #ownsPool: boolean;
+  readonly #claims: ClaimRouter;
 
   constructor(options: LeaseholdOptions = {}) {
     const schema = options.schema ?? 'leasehold';
@@ -129,6 +141,7 @@ export class Leasehold {
       this.pool.on('error', () => {});
       this.#ownsPool = true;
     }
+    this.#claims = new ClaimRouter(this.pool, this.schema);
   }
 
   /** Creates or upgrades the schema; safe to call from many processes at once. */
@@ -147,11 +160,26 @@ export class Leasehold {
    */
   async enqueue(queue: string, payload: unknown, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     assertQueueName(queue);
+    return traceEnqueue(
+      { db: options.client ?? this.pool, schema: this.schema, queue, count: 1 },
+      () => this.#enqueue(queue, payload, options),
+      (result) => (result.created ? [result.id] : []),
+    );
+  }
+
+  async #enqueue(queue: string, payload: unknown, options: EnqueueOptions): Promise<EnqueueResult> {
     const job = this.#newJob({ ...options, payload }, 'options');
     const db = options.client ?? this.pool;
     if (options.idempotencyKey !== undefined) {
       const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', 200) as string;
+      if (job.orderingKey !== null) {
+        throw new ValidationError('options.orderingKey', 'cannot be combined with idempotencyKey yet');
+      }
       return insertKeyedJob(db, this.schema, queue, job, key);
+    }
+    if (job.orderingKey !== null) {
+      const [id] = await insertOrderedJobs(db, this.schema, queue, [job]);
+      return { id: id as string, created: true };
     }
     const id = await insertJob(db, this.schema, queue, job);
     return { id, created: true };
@@ -164,11 +192,30 @@ export class Leasehold {
     options: { client?: Queryable } = {},
   ): Promise<{ ids: string[] }> {
     assertQueueName(queue);
+    return traceEnqueue(
+      {
+        db: options.client ?? this.pool,
+        schema: this.schema,
+        queue,
+        count: Array.isArray(items) ? items.length : 0,
+      },
+      () => this.#enqueueMany(queue, items, options),
+      (result) => result.ids,
+    );
+  }
+
+  async #enqueueMany(
+    queue: string,
+    items: readonly EnqueueItem[],
+    options: { client?: Queryable },
+  ): Promise<{ ids: string[] }> {
     if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ENQUEUE_MANY) {
       throw new ValidationError('items', `must be an array of 1 to ${MAX_ENQUEUE_MANY} jobs`);
     }
     const jobs = items.map((item, index) => this.#newJob(item, `items[${index}]`));
-    const ids = await insertJobs(options.client ?? this.pool, this.schema, queue, jobs);
+    const db = options.client ?? this.pool;
+    const ordered = jobs.some((job) => job.orderingKey !== null);
+    const ids = await (ordered ? insertOrderedJobs : insertJobs)(db, this.schema, queue, jobs);
     return { ids };
   }
 
@@ -179,7 +226,7 @@ export class Leasehold {
     const limit = optionalInt(options.limit, 'limit', 1, MAX_BATCH, 1);
     const leaseMs =
       options.leaseMs === undefined ? DEFAULT_LEASE_MS : assertLeaseMs(options.leaseMs, 'leaseMs');
-    const rows = await claimJobs(this.pool, this.schema, {
+    const rows = await this.#claims.claim({
       queue: options.queue,
       owner: options.owner,
       limit,
@@ -307,9 +354,23 @@ export class Leasehold {
     return cancel(this.pool, this.schema, id, options);
   }
 
-  /** Creates or changes a queue's settings: owner, retention, paused. */
+  /** Creates or changes a queue's settings: owner, retention, paused, per-key limit, aging. */
   configureQueue(queue: string, config: QueueConfig): Promise<QueueSettings> {
+    this.#claims.forget(queue);
     return configureQueue(this.pool, this.schema, queue, config);
+  }
+
+  /**
+   * Gives up on a dead job so that its ordering key moves on: dead -> cancelled, recorded as a
+   * `skipped` event (who, why); the key's next job becomes claimable. `JobStateError` unless dead.
+   */
+  skip(id: string | bigint | number, options: SkipOptions): Promise<void> {
+    return skip(this.pool, this.schema, id, options);
+  }
+
+  /** Ordering keys blocked by a dead head, longest blocked first, with how many jobs wait behind. */
+  blockedKeys(options: BlockedKeysOptions = {}): Promise<BlockedKey[]> {
+    return blockedKeys(this.pool, this.schema, options);
   }
 
   /** Stops claims from `queue`; running jobs finish. */
@@ -344,13 +405,31 @@ export class Leasehold {
     return readRefusals(this.pool, this.schema);
   }
 
+  /** Database-derived gauges per queue in one bounded, index-served snapshot: safe to poll every few seconds. */
+  stats(options: StatsOptions = {}): Promise<LeaseholdStats> {
+    return readStats(this.pool, this.schema, options);
+  }
+
+  /** Checks health rules (old work, dead jobs, old transactions, table bloat); `ok` false lists each failure. */
+  checkHealth(rules: HealthRules = {}): Promise<HealthReport> {
+    return checkHealth(this.pool, this.schema, rules);
+  }
+
   /** Creates a worker that runs handlers for the given queues. Call `start()` on it. */
   worker(options: WorkerOptions): Worker {
     return new Worker(this, options);
   }
 
   #newJob(
-    item: { payload?: unknown; priority?: number; runAt?: Date; delayMs?: number; maxAttempts?: number },
+    item: {
+      payload?: unknown;
+      priority?: number;
+      runAt?: Date;
+      delayMs?: number;
+      maxAttempts?: number;
+      orderingKey?: string;
+      concurrencyKey?: string;
+    },
     field: string,
   ): NewJob {
     if (typeof item !== 'object' || item === null) throw new ValidationError(field, 'must be an object');
@@ -371,6 +450,8 @@ export class Leasehold {
         MAX_ATTEMPTS_LIMIT,
         DEFAULT_MAX_ATTEMPTS,
       ),
+      orderingKey: optionalText(item.orderingKey, `${field}.orderingKey`, 200),
+      concurrencyKey: optionalText(item.concurrencyKey, `${field}.concurrencyKey`, 200),
     };
   }
 }

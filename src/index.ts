@@ -10,6 +10,8 @@ export type {
 } from './client-options.js';
 export type { BackoffOptions } from './config.js';
 export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './config.js';
+export type { Dashboard, DashboardOptions } from './dashboard/server.js';
+export { startDashboard } from './dashboard/server.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
 export { startEmbeddedPostgres } from './embedded.js';
 export type { LeaseholdErrorCode } from './errors.js';
@@ -25,14 +27,32 @@ export {
 } from './errors.js';
 export type { JobEvent, JobEventKind, JobWithHistory } from './job-history.js';
 export type { Lease } from './lease.js';
+export type { AgingResult } from './maintenance/aging.js';
+export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from './maintenance/aging.js';
 export type { RecoveryResult } from './maintenance/recovery.js';
 export type { PruneResult } from './maintenance/retention.js';
 export { DEFAULT_PRUNE_INTERVAL_MS, DEFAULT_SUCCEEDED_RETENTION_MS } from './maintenance/retention.js';
 export type { MigrateResult } from './migrations/migrator.js';
+export type { Logger, LogMethod } from './observability/logger.js';
+export { logWorkerEvents } from './observability/logger.js';
+export type { StatsMetricsOptions } from './observability/stats-metrics.js';
+export { createStatsMetrics } from './observability/stats-metrics.js';
+export type { WorkerMetrics, WorkerMetricsOptions } from './observability/worker-metrics.js';
+export { createWorkerMetrics } from './observability/worker-metrics.js';
 export type { CancelOptions, CancelResult } from './operations/cancel.js';
 export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
+export type { HealthFailure, HealthReport, HealthRules } from './operations/health.js';
+export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
 export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
 export type { ReplayFilter, ReplayOptions, ReplayProgress, ReplayResult } from './operations/replay.js';
+export type {
+  LeaseholdStats,
+  QueueStats,
+  RefusalStat,
+  StatsOptions,
+  TransitionStat,
+} from './operations/stats.js';
+export { DEFAULT_STATS_OPTIONS } from './operations/stats.js';
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { AbortReason, JobContext } from './runtime/job-context.js';
@@ -40,6 +60,7 @@ export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } fro
 export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions } from './runtime/options.js';
 export { WORKER_DEFAULTS } from './runtime/options.js';
 export type { OutcomeResult } from './runtime/outcome-batcher.js';
+export type { ClaimInfo, FlushInfo, OutcomeDetail } from './runtime/telemetry-events.js';
 export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
 export { Worker } from './runtime/worker.js';
 export type { Queryable } from './storage/db.js';

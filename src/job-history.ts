@@ -48,7 +48,10 @@ export interface JobEvent {
   delayMs: number | null;
   /** Who acted (replay, cancel). */
   actor: string | null;
-  /** Why (replay, cancel, retention; for `skipped`: `unstarted` or `shutdown`). */
+  /**
+   * Why (replay, cancel, retention; for `skipped`: `unstarted` or `shutdown` when the worker handed
+   * the lease back, else the operator's reason for skipping a dead job with `lh.skip`).
+   */
   reason: string | null;
   /** For `refused`: which write was refused (`heartbeat`, `complete`, `fail`, `snooze`, `effect`). */
   operation: string | null;

@@ -18,6 +18,12 @@ export interface QueueConfig {
   succeededRetentionMs?: number | null;
   /** A paused queue's jobs are not claimed; running ones finish. */
   paused?: boolean;
+  /** At most this many jobs of one `concurrencyKey` run at once, across all workers; null: no limit. */
+  concurrencyLimitPerKey?: number | null;
+  /** Aging: a pending job's priority rises one step per interval waited (ms); null: no aging. */
+  agingIntervalMs?: number | null;
+  /** Aging: the most steps a job's priority rises (default 10 when aging is on). */
+  agingMaxBoost?: number | null;
 }
 
 /** A queue's stored settings. */
@@ -28,6 +34,9 @@ export interface QueueSettings {
   succeededRetentionMs: number | null;
   paused: boolean;
   updatedAt: Date;
+  concurrencyLimitPerKey: number | null;
+  agingIntervalMs: number | null;
+  agingMaxBoost: number | null;
 }
 
 /** One queue at a glance. */
@@ -57,7 +66,19 @@ export async function configureQueue(
 ): Promise<QueueSettings> {
   assertQueueName(queue);
   if (typeof config !== 'object' || config === null) throw new ValidationError('config', 'must be an object');
-  rejectUnknownOptions(config, ['owner', 'deadRetentionMs', 'succeededRetentionMs', 'paused'], 'config');
+  rejectUnknownOptions(
+    config,
+    [
+      'owner',
+      'deadRetentionMs',
+      'succeededRetentionMs',
+      'paused',
+      'concurrencyLimitPerKey',
+      'agingIntervalMs',
+      'agingMaxBoost',
+    ],
+    'config',
+  );
   const changes: QueueChanges = {};
   if (config.owner !== undefined) {
     changes.owner = config.owner === null ? null : assertText(config.owner, 'config.owner', 200);
@@ -72,6 +93,16 @@ export async function configureQueue(
     if (typeof config.paused !== 'boolean')
       throw new ValidationError('config.paused', 'must be true or false');
     changes.paused = config.paused;
+  }
+  const limits = [
+    ['concurrencyLimitPerKey', 1, 100_000],
+    ['agingIntervalMs', 1, 30 * 86_400_000],
+    ['agingMaxBoost', 1, 1_000_000],
+  ] as const;
+  for (const [key, min, max] of limits) {
+    const value = config[key];
+    if (value !== undefined)
+      changes[key] = value === null ? null : assertInt(value, `config.${key}`, min, max);
   }
   return toSettings(await configureQueueRow(db, schema, queue, changes));
 }
@@ -105,5 +136,8 @@ function toSettings(row: QueueRow): QueueSettings {
     succeededRetentionMs: row.succeeded_retention_ms,
     paused: row.paused,
     updatedAt: row.updated_at,
+    concurrencyLimitPerKey: row.concurrency_limit_per_key,
+    agingIntervalMs: row.aging_interval_ms,
+    agingMaxBoost: row.aging_max_boost,
   };
 }

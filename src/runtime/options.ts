@@ -8,6 +8,7 @@ import {
   resolveBackoff,
 } from '../config.js';
 import { ValidationError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
 import { assertQueueName, MAX_BATCH, optionalInt } from '../validation.js';
 import type { JobContext } from './job-context.js';
 
@@ -41,6 +42,11 @@ export interface QueueOptions {
   unknownErrorAttempts?: number;
   /** Backoff for this queue's retries; defaults to the client's. */
   backoff?: BackoffOptions;
+  /**
+   * Share of the worker's `slots` while this queue has pending work, relative to the other queues'
+   * weights (1 to 1000, default 1). Needs `slots`; `concurrency` still caps the queue.
+   */
+  weight?: number;
 }
 
 /** Options of `lh.worker()`. */
@@ -62,12 +68,24 @@ export interface WorkerOptions {
    * prunes a schema at a time (an advisory lock); retention settings come from the client and queues.
    */
   pruneIntervalMs?: number;
+  /**
+   * Mean interval of the fairness pass (default 1000 ms, jittered): aging of queues with
+   * `agingIntervalMs`, and repair of ordering keys. 0 disables it.
+   */
+  agingPassIntervalMs?: number;
   /** Largest claim batch (default 100, at most 1000); a claim never exceeds free slots. */
   claimBatchSize?: number;
   /** Wait this long to gather outcome writes into one statement (default 0: next tick). */
   outcomeBatchDelayMs?: number;
   /** Stop gracefully on SIGTERM and SIGINT (default false; the CLI turns it on). */
   handleSignals?: boolean;
+  /**
+   * Handler slots shared by all queues of this worker, handed out by queue `weight` among queues
+   * with pending work (see docs/ordering.md). Unset (default): each queue has its own `concurrency`.
+   */
+  slots?: number;
+  /** A pino-compatible logger for the worker's events (job ids, queues, error codes; never payloads). */
+  logger?: Logger;
 }
 
 /** Defaults for worker options. */
@@ -82,6 +100,7 @@ export const WORKER_DEFAULTS = {
   shutdownTimeoutMs: 10_000,
   recoveryIntervalMs: 1000,
   pruneIntervalMs: 60_000,
+  agingPassIntervalMs: 1000,
   claimBatchSize: 100,
   outcomeBatchDelayMs: 0,
 };
@@ -98,6 +117,7 @@ export interface ResolvedQueue {
   maxAttempts: number | null;
   unknownErrorAttempts: number;
   backoff: Required<BackoffOptions>;
+  weight: number;
 }
 
 /** Validated worker options. */
@@ -109,9 +129,12 @@ export interface ResolvedWorkerOptions {
   shutdownTimeoutMs: number;
   recoveryIntervalMs: number;
   pruneIntervalMs: number;
+  agingPassIntervalMs: number;
   claimBatchSize: number;
   outcomeBatchDelayMs: number;
   handleSignals: boolean;
+  /** Shared handler slots; null when each queue only has its own concurrency. */
+  slots: number | null;
 }
 
 const KNOWN_WORKER_KEYS = [
@@ -122,9 +145,12 @@ const KNOWN_WORKER_KEYS = [
   'shutdownTimeoutMs',
   'recoveryIntervalMs',
   'pruneIntervalMs',
+  'agingPassIntervalMs',
   'claimBatchSize',
   'outcomeBatchDelayMs',
   'handleSignals',
+  'slots',
+  'logger',
 ];
 const KNOWN_QUEUE_KEYS = [
   'handler',
@@ -136,6 +162,7 @@ const KNOWN_QUEUE_KEYS = [
   'maxAttempts',
   'unknownErrorAttempts',
   'backoff',
+  'weight',
 ];
 
 /** A default owner name, unique per call: hostname:pid:random. */
@@ -165,7 +192,18 @@ export function resolveWorkerOptions(
   const queues = Object.entries(options.queues).map(([name, value]) =>
     resolveQueue(name, value, clientBackoff),
   );
+  const slots = options.slots === undefined ? null : optionalInt(options.slots, 'slots', 1, 10_000, 1);
+  const weighted = Object.entries(options.queues).find(
+    ([, value]) => typeof value === 'object' && value !== null && value.weight !== undefined,
+  );
+  if (weighted && slots === null) {
+    throw new ValidationError(
+      `queues.${weighted[0]}.weight`,
+      'weights share the worker-level slots: set slots (total handler slots) too',
+    );
+  }
   return {
+    slots,
     owner,
     queues,
     pollIntervalMs: optionalInt(
@@ -196,6 +234,13 @@ export function resolveWorkerOptions(
       0,
       86_400_000,
       WORKER_DEFAULTS.pruneIntervalMs,
+    ),
+    agingPassIntervalMs: optionalInt(
+      options.agingPassIntervalMs,
+      'agingPassIntervalMs',
+      0,
+      3_600_000,
+      WORKER_DEFAULTS.agingPassIntervalMs,
     ),
     claimBatchSize: optionalInt(
       options.claimBatchSize,
@@ -261,6 +306,7 @@ function resolveQueue(
       WORKER_DEFAULTS.unknownErrorAttempts,
     ),
     backoff: resolveBackoff(queue.backoff, `${field}.backoff`, clientBackoff),
+    weight: optionalInt(queue.weight, `${field}.weight`, 1, 1000, 1),
   };
 }
 

@@ -2,6 +2,7 @@ import { completeJobs } from '../storage/complete.js';
 import type { Queryable } from '../storage/db.js';
 import { type FailOutcome, type FailRef, failJobs, type SnoozeRef, snoozeJobs } from '../storage/fail.js';
 import type { FenceRef } from '../storage/refusals.js';
+import type { FlushInfo } from './telemetry-events.js';
 
 /** The answer to one queued outcome write. */
 export type OutcomeResult = 'completed' | 'retry' | 'dead' | 'snoozed' | 'lost';
@@ -32,6 +33,7 @@ export class OutcomeBatcher {
     private readonly schema: string,
     private readonly delayMs: number,
     private readonly onError: (err: unknown) => void,
+    private readonly onFlushed: (info: FlushInfo) => void = () => {},
   ) {}
 
   /** Queues a completion; resolves `completed` or `lost`. */
@@ -106,29 +108,35 @@ export class OutcomeBatcher {
   }
 
   async #flushCompletes(batch: Pending<FenceRef>[]): Promise<void> {
+    const sentAt = performance.now();
     const accepted = await completeJobs(
       this.db,
       this.schema,
       batch.map((p) => p.ref),
     );
+    this.onFlushed({ operation: 'complete', jobs: batch.length, durationMs: performance.now() - sentAt });
     for (const p of batch) settle(p, accepted.has(p.ref.jobId) ? 'completed' : 'lost');
   }
 
   async #flushFails(batch: Pending<FailRef>[]): Promise<void> {
+    const sentAt = performance.now();
     const outcomes = await failJobs(
       this.db,
       this.schema,
       batch.map((p) => p.ref),
     );
+    this.onFlushed({ operation: 'fail', jobs: batch.length, durationMs: performance.now() - sentAt });
     for (const p of batch) settle(p, outcomes.get(p.ref.jobId) ?? ('lost' satisfies FailOutcome));
   }
 
   async #flushSnoozes(batch: Pending<SnoozeRef>[]): Promise<void> {
+    const sentAt = performance.now();
     const accepted = await snoozeJobs(
       this.db,
       this.schema,
       batch.map((p) => p.ref),
     );
+    this.onFlushed({ operation: 'snooze', jobs: batch.length, durationMs: performance.now() - sentAt });
     for (const p of batch) settle(p, accepted.has(p.ref.jobId) ? 'snoozed' : 'lost');
   }
 }

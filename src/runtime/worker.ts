@@ -2,19 +2,17 @@ import { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import type { Leasehold } from '../client.js';
 import { LeaseholdError } from '../errors.js';
-import { type RecoveryResult, RecoveryService } from '../maintenance/recovery.js';
-import {
-  DEFAULT_PRUNE_BATCH,
-  DEFAULT_PRUNE_LIMIT,
-  type PruneResult,
-  prunePass,
-  RetentionService,
-} from '../maintenance/retention.js';
-import { type ClaimedRow, claimJobs } from '../storage/claim.js';
+import type { AgingResult } from '../maintenance/aging.js';
+import type { RecoveryResult } from '../maintenance/recovery.js';
+import type { PruneResult } from '../maintenance/retention.js';
+import { assertLogger, logWorkerEvents } from '../observability/logger.js';
+import { loadOtel, traceClaim, traceHandler } from '../observability/tracing.js';
+import { ClaimRouter } from '../operations/claim-router.js';
+import type { ClaimedRow } from '../storage/claim.js';
 import { wakeupChannel } from '../storage/enqueue.js';
 import { describeError } from './error-details.js';
+import { failureWrite, timeoutWrite } from './failure-outcome.js';
 import { type AbortReason, ActiveJob } from './job-context.js';
-import { classifyFailure } from './job-errors.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { WakeupListener } from './listener.js';
 import {
@@ -24,6 +22,11 @@ import {
   type WorkerOptions,
 } from './options.js';
 import { OutcomeBatcher, type OutcomeResult } from './outcome-batcher.js';
+import { QueueRunner, type QueueRunnerHost } from './queue-runner.js';
+import { SlotPool } from './slot-pool.js';
+import { stopOnSignals } from './stop-signals.js';
+import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js';
+import { WorkerMaintenance } from './worker-maintenance.js';
 
 export type { WorkerOptions } from './options.js';
 
@@ -45,42 +48,26 @@ export interface WorkerCounters {
 /** Events a worker emits. */
 export interface WorkerEventMap {
   /** A job's outcome was accepted. */
-  outcome: [job: ActiveJob, result: OutcomeResult];
+  outcome: [job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail];
+  /** A claim statement answered (for metrics: its duration, and how long each job had waited). */
+  claimed: [queue: string, info: ClaimInfo];
+  /** A batched outcome statement answered (for metrics: its duration). */
+  flushed: [info: FlushInfo];
   /** A job's signal was aborted (lease lost or lapsing, maximum runtime, shutdown). */
   aborted: [job: ActiveJob, reason: AbortReason];
   /** A handler kept running after its signal was aborted; its slot stays taken until it returns. */
   stuck: [job: ActiveJob];
   /** The recovery sweep moved expired leases. */
   recovered: [result: RecoveryResult];
+  /** A fairness pass raised long-waiting jobs' priority or repaired ordering keys. */
+  aged: [result: AgingResult];
   /** A retention pass removed finished or expired-retention jobs. */
   pruned: [result: PruneResult];
   /** An internal error (database unavailable, listener dropped); the worker retries by itself. */
   error: [err: unknown];
 }
 
-interface QueueState {
-  config: ResolvedQueue;
-  /** Handlers running now. */
-  active: number;
-  /** Jobs whose handler settled but whose outcome write is not answered yet. */
-  awaiting: number;
-  /** More work may be claimable: claim when a slot is free. */
-  wanted: boolean;
-  pump: Promise<void> | null;
-  pumpScheduled: boolean;
-  claimFailures: number;
-  /** Claimed jobs waiting for a free slot (only with `prefetch`); their leases are already running. */
-  buffer: Buffered[];
-}
-
-interface Buffered {
-  row: ClaimedRow;
-  claimSentAt: number;
-}
-
 type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
-
-const MAX_SNOOZE_MS = 30 * 86_400_000;
 
 /**
  * Runs handlers for jobs of some queues. Claims never exceed free slots and commit before a handler
@@ -105,37 +92,42 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   readonly #lh: Leasehold;
   readonly #options: ResolvedWorkerOptions;
-  readonly #queues = new Map<string, QueueState>();
+  readonly #queues = new Map<string, QueueRunner>();
   readonly #batcher: OutcomeBatcher;
+  readonly #claims: ClaimRouter;
   readonly #keeper: LeaseKeeper;
-  readonly #recovery: RecoveryService | null;
-  readonly #retention: RetentionService | null;
+  readonly #maintenance: WorkerMaintenance;
   readonly #listener: WakeupListener | null;
   readonly #runs = new Map<ActiveJob, Promise<void>>();
   #state: WorkerState = 'idle';
   #pollTimer: NodeJS.Timeout | null = null;
   #stopping: Promise<void> | null = null;
-  #signalHandler: (() => void) | null = null;
+  readonly #traceparents = new Map<string, string>();
+  #removeSignalHandlers: (() => void) | null = null;
 
   constructor(lh: Leasehold, options: WorkerOptions) {
     super();
     this.#lh = lh;
     this.#options = resolveWorkerOptions(options, lh.backoff);
     this.owner = this.#options.owner;
+    if (options.logger !== undefined) {
+      assertLogger(options.logger, 'options.logger');
+      logWorkerEvents(this, options.logger);
+    }
+    const slotPool = this.#options.slots === null ? null : new SlotPool(this.#options.slots);
+    const host = this.#runnerHost();
     for (const config of this.#options.queues) {
-      this.#queues.set(config.name, {
-        config,
-        active: 0,
-        awaiting: 0,
-        wanted: false,
-        pump: null,
-        pumpScheduled: false,
-        claimFailures: 0,
-        buffer: [],
-      });
+      this.#queues.set(config.name, new QueueRunner(config, host, slotPool));
     }
     const reportError = (err: unknown) => this.#reportError(err);
-    this.#batcher = new OutcomeBatcher(lh.pool, lh.schema, this.#options.outcomeBatchDelayMs, reportError);
+    this.#claims = new ClaimRouter(lh.pool, lh.schema);
+    this.#batcher = new OutcomeBatcher(
+      lh.pool,
+      lh.schema,
+      this.#options.outcomeBatchDelayMs,
+      reportError,
+      (info) => this.emit('flushed', info),
+    );
     this.#keeper = new LeaseKeeper(lh.pool, lh.schema, this.#options.queues, {
       aborted: (job, reason) => this.#onAborted(job, reason),
       stuck: (job) => {
@@ -144,36 +136,20 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       },
       error: reportError,
     });
-    this.#recovery =
-      this.#options.recoveryIntervalMs > 0
-        ? new RecoveryService({
-            intervalMs: this.#options.recoveryIntervalMs,
-            recover: () => lh.recoverExpired(),
-            onRecovered: (result) => {
-              this.counters.recovered += result.retried + result.dead;
-              this.emit('recovered', result);
-              // Recovered jobs may be claimable soon; the poll picks up those still in backoff.
-              this.#wakeAll();
-            },
-            onError: reportError,
-          })
-        : null;
-    this.#retention =
-      this.#options.pruneIntervalMs > 0
-        ? new RetentionService({
-            intervalMs: this.#options.pruneIntervalMs,
-            pool: lh.pool,
-            schema: lh.schema,
-            prune: (db) =>
-              prunePass(db, lh.schema, {
-                succeededRetentionMs: lh.succeededRetentionMs,
-                batchSize: DEFAULT_PRUNE_BATCH,
-                limit: DEFAULT_PRUNE_LIMIT,
-              }),
-            onPruned: (result) => this.emit('pruned', result),
-            onError: reportError,
-          })
-        : null;
+    this.#maintenance = new WorkerMaintenance(lh, this.#options, {
+      recovered: (result) => {
+        this.counters.recovered += result.retried + result.dead;
+        this.emit('recovered', result);
+        // Recovered jobs may be claimable soon; the poll picks up those still in backoff.
+        this.#wakeAll();
+      },
+      pruned: (result) => this.emit('pruned', result),
+      aged: (result) => {
+        this.emit('aged', result);
+        this.#wakeAll(); // raised or released jobs may change what each queue claims next
+      },
+      error: reportError,
+    });
     this.#listener = this.#options.listen
       ? new WakeupListener({
           connection: (lh.pool as pg.Pool & { options: pg.ClientConfig }).options,
@@ -190,6 +166,11 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     return this.#runs.size;
   }
 
+  /** Handler slots in all: the shared `slots` when set, else the sum of the queues' concurrency. */
+  get slots(): number {
+    return this.#options.slots ?? this.#options.queues.reduce((sum, q) => sum + q.concurrency, 0);
+  }
+
   /** The LISTEN connection's server pid while connected (null when not listening). */
   get listenerPid(): number | null {
     return this.#listener?.backendPid ?? null;
@@ -197,15 +178,16 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   /** Starts claiming. Rejects if the worker was already started. */
   async start(): Promise<void> {
+    // Before the state check, so nothing can interleave between the check and the start below.
+    await loadOtel(); // spans only when @opentelemetry/api is installed
     if (this.#state !== 'idle') {
       throw new LeaseholdError('WORKER_STATE', `worker ${this.owner} was already started`);
     }
     this.#state = 'running';
     this.#listener?.start();
-    this.#recovery?.start();
-    this.#retention?.start();
+    this.#maintenance.start();
     this.#pollTimer = setInterval(() => this.#wakeAll(), this.#options.pollIntervalMs);
-    if (this.#options.handleSignals) this.#installSignalHandlers();
+    if (this.#options.handleSignals) this.#removeSignalHandlers = stopOnSignals(() => this.stop());
     this.#wakeAll();
   }
 
@@ -231,11 +213,11 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     const handedBack: Promise<OutcomeResult>[] = [];
     const handBackBuffers = () => {
       for (const q of this.#queues.values()) {
-        for (const { row } of q.buffer.splice(0)) handedBack.push(this.#handBack(q, row));
+        for (const row of q.drainBuffer()) handedBack.push(this.#handBack(q.config, row));
       }
     };
     handBackBuffers();
-    await Promise.all([this.#listener?.stop(), this.#recovery?.stop(), this.#retention?.stop()]);
+    await Promise.all([this.#listener?.stop(), this.#maintenance.stop()]);
     await Promise.all([...this.#queues.values()].map((q) => q.pump));
     handBackBuffers();
 
@@ -259,7 +241,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     await Promise.all([...releases, ...handedBack]);
     await this.#batcher.drained();
     this.#keeper.stop();
-    this.#removeSignalHandlers();
+    this.#removeSignalHandlers?.();
+    this.#removeSignalHandlers = null;
     this.#state = 'stopped';
   }
 
@@ -268,104 +251,59 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   }
 
   #wake(queueName: string): void {
-    const q = this.#queues.get(queueName);
-    if (!q || this.#state !== 'running') return;
-    q.wanted = true;
-    this.#schedulePump(q);
+    if (this.#state === 'running') this.#queues.get(queueName)?.wake();
   }
 
-  // Deferred to the next turn so that slots freed together (one outcome batch answering many
-  // jobs) are claimed for together, in one statement.
-  #schedulePump(q: QueueState): void {
-    if (q.pumpScheduled || q.pump) return;
-    q.pumpScheduled = true;
-    setImmediate(() => {
-      q.pumpScheduled = false;
-      if (!q.pump) q.pump = this.#pump(q).finally(() => (q.pump = null));
-    });
-  }
-
-  async #pump(q: QueueState): Promise<void> {
-    const { config } = q;
-    while (this.#state === 'running' && q.wanted) {
-      const room = this.#claimRoom(q);
-      if (room <= 0) return; // a freed slot or an answered write schedules the next claim
-      q.wanted = false;
-      const limit = Math.min(room, this.#options.claimBatchSize);
-      const sentAt = performance.now();
-      let rows: ClaimedRow[];
-      try {
-        rows = await claimJobs(this.#lh.pool, this.#lh.schema, {
-          queue: config.name,
-          owner: this.owner,
-          limit,
-          leaseMs: config.leaseMs,
-        });
-        q.claimFailures = 0;
-      } catch (err) {
-        this.#reportError(err);
-        q.claimFailures++;
-        q.wanted = true;
-        await sleep(Math.random() * Math.min(5000, 100 * 2 ** q.claimFailures));
-        continue;
-      }
-      this.counters.claimed += rows.length;
-      for (const row of rows) q.buffer.push({ row, claimSentAt: sentAt });
-      this.#startBuffered(q);
-      // A full batch suggests more is waiting; a short one means the queue is drained for now.
-      if (rows.length === limit) q.wanted = true;
-    }
-  }
-
-  /**
-   * How many jobs to claim now. Without prefetch, only for free slots, and a slot is free only once
-   * its last outcome write was answered. With prefetch, the running and buffered jobs stay within
-   * concurrency + prefetch, and writes in flight may add as many again: so the next claim overlaps
-   * the previous batch's completion instead of waiting for it. Claims wait until a quarter of the
-   * allowance is free, so they stay large.
-   */
-  #claimRoom(q: QueueState): number {
-    const { concurrency, prefetch } = q.config;
-    if (prefetch === 0) return concurrency - q.active - q.awaiting;
-    const allowance = concurrency + prefetch;
-    if (q.awaiting > allowance) return 0;
-    const room = allowance - q.active - q.buffer.length;
-    return room >= allowance / 4 ? room : 0;
-  }
-
-  // Starts buffered jobs while handler slots are free. Without prefetch, a slot is free only once
-  // its previous job's outcome write was answered; with it, unanswered writes count against the
-  // prefetch allowance instead. A job that waited so long that less than half of its lease is left
-  // is handed back rather than started on borrowed time.
-  #startBuffered(q: QueueState): void {
-    const { config } = q;
-    let started = 0;
-    if (this.#state !== 'running') return;
-    const slotsHeldUntilAnswered = config.prefetch === 0;
-    while (
-      q.active + (slotsHeldUntilAnswered ? q.awaiting : 0) < config.concurrency &&
-      started < q.buffer.length
-    ) {
-      const next = q.buffer[started++] as Buffered;
-      if (performance.now() - next.claimSentAt > config.leaseMs / 2) void this.#handBack(q, next.row);
-      else this.#start(q, next.row, next.claimSentAt);
-    }
-    if (started > 0) q.buffer.splice(0, started);
+  // What the per-queue claim loops need from this worker: they own the slot accounting, the
+  // worker owns claiming, handler execution and outcome writes.
+  #runnerHost(): QueueRunnerHost {
+    const worker = this;
+    return {
+      get accepting() {
+        return worker.#state === 'running';
+      },
+      claimBatchSize: this.#options.claimBatchSize,
+      claim: async (config, limit) => {
+        const sentAt = performance.now();
+        const { rows, traceparents } = await traceClaim(
+          { db: this.#lh.pool, schema: this.#lh.schema, queue: config.name },
+          () => this.#claims.claim({ queue: config.name, owner: this.owner, limit, leaseMs: config.leaseMs }),
+        );
+        if (traceparents) for (const [id, parent] of traceparents) this.#traceparents.set(id, parent);
+        this.counters.claimed += rows.length;
+        if (this.listenerCount('claimed') > 0) {
+          // Both times are the database's: the claim began the lease leaseMs before its expiry.
+          const waitMs = rows.map(
+            (row) => row.lease_expires_at.getTime() - config.leaseMs - row.available_at.getTime(),
+          );
+          this.emit('claimed', config.name, {
+            jobs: rows.length,
+            durationMs: performance.now() - sentAt,
+            waitMs,
+          });
+        }
+        return rows;
+      },
+      start: (runner, row, claimSentAt) => this.#start(runner, row, claimSentAt),
+      handBack: (config, row) => this.#handBack(config, row),
+      reportError: (err) => this.#reportError(err),
+    };
   }
 
   // Returns a claimed job that never started: pending again at once, its attempt refunded.
-  #handBack(q: QueueState, row: ClaimedRow): Promise<OutcomeResult> {
+  #handBack(config: ResolvedQueue, row: ClaimedRow): Promise<OutcomeResult> {
+    this.#traceparents.delete(row.id);
     return this.#batcher.snooze({
       jobId: row.id,
       token: row.lease_token,
       owner: this.owner,
-      queue: q.config.name,
+      queue: config.name,
       delayMs: 0,
       handBack: 'unstarted',
     });
   }
 
-  #start(q: QueueState, row: ClaimedRow, claimSentAt: number): void {
+  #start(q: QueueRunner, row: ClaimedRow, claimSentAt: number): void {
     const { config } = q;
     const job = new ActiveJob(
       {
@@ -385,33 +323,36 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       config.maxRuntimeMs,
       { db: this.#lh.pool, schema: this.#lh.schema },
     );
-    q.active++;
     this.#keeper.track(job, config);
     const run = this.#execute(job, q).finally(() => {
       this.#keeper.untrack(job);
       this.#runs.delete(job);
-      q.awaiting--;
-      this.#startBuffered(q);
-      if (q.wanted && this.#claimRoom(q) > 0) this.#schedulePump(q);
+      q.outcomeAnswered();
     });
     this.#runs.set(job, run);
   }
 
-  async #execute(job: ActiveJob, q: QueueState): Promise<void> {
+  // The enqueue span's context of a claimed job, read at claim time while tracing; used once.
+  #takeTraceparent(jobId: string): string | undefined {
+    const parent = this.#traceparents.get(jobId);
+    if (parent !== undefined) this.#traceparents.delete(jobId);
+    return parent;
+  }
+
+  async #execute(job: ActiveJob, q: QueueRunner): Promise<void> {
     const { config } = q;
     let outcome: Promise<OutcomeResult> | null;
+    const detail: OutcomeDetail = {};
     try {
-      await config.handler(job);
+      await traceHandler(job, this.#takeTraceparent(job.id), () => config.handler(job));
       outcome = this.#report(job, () => this.#batcher.complete(job.lease));
     } catch (err) {
+      detail.errorCode = describeError(err).errorCode;
       outcome = this.#report(job, () => this.#recordFailure(job, config, err));
     }
     job.settled = true;
-    q.active--;
-    q.awaiting++;
-    this.#startBuffered(q);
-    if (q.wanted && this.#claimRoom(q) > 0) this.#schedulePump(q);
-    if (outcome) this.#count(job, await outcome);
+    q.handlerSettled();
+    if (outcome) this.#count(job, await outcome, detail);
   }
 
   /**
@@ -429,30 +370,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   }
 
   #recordFailure(job: ActiveJob, config: ResolvedQueue, err: unknown): Promise<OutcomeResult> {
-    const kind = classifyFailure(err);
-    if (kind === 'snooze') {
-      const requested = (err as { delayMs?: unknown }).delayMs;
-      const delayMs =
-        typeof requested === 'number' && Number.isFinite(requested)
-          ? Math.min(MAX_SNOOZE_MS, Math.max(0, Math.round(requested)))
-          : 0;
-      return this.#batcher.snooze({ ...job.lease, delayMs });
-    }
-    const requestedDelay = kind === 'retryable' ? (err as { delayMs?: unknown }).delayMs : undefined;
-    const budget = kind === 'unknown' ? config.unknownErrorAttempts : null;
-    const cap = config.maxAttempts;
-    return this.#batcher.fail({
-      ...job.lease,
-      retryable: kind !== 'permanent',
-      delayMs:
-        typeof requestedDelay === 'number' && Number.isFinite(requestedDelay)
-          ? Math.min(MAX_SNOOZE_MS, Math.max(0, requestedDelay))
-          : null,
-      baseMs: config.backoff.baseMs,
-      maxMs: config.backoff.maxMs,
-      attemptBudget: budget === null ? cap : cap === null ? budget : Math.min(budget, cap),
-      ...describeError(err),
-    });
+    const write = failureWrite(job.lease, config, err);
+    return write.kind === 'snooze' ? this.#batcher.snooze(write.ref) : this.#batcher.fail(write.ref);
   }
 
   #onAborted(job: ActiveJob, reason: AbortReason): void {
@@ -463,27 +382,12 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     job.reported = true;
     const config = this.#queues.get(job.queue)?.config;
     if (!config) return;
-    const timeout = Object.assign(
-      new Error(`job exceeded its maximum runtime of ${config.maxRuntimeMs} ms`),
-      {
-        name: 'TimeoutError',
-        code: 'TIMEOUT',
-      },
-    );
     void this.#batcher
-      .fail({
-        ...job.lease,
-        retryable: true,
-        delayMs: null,
-        baseMs: config.backoff.baseMs,
-        maxMs: config.backoff.maxMs,
-        attemptBudget: config.maxAttempts,
-        ...describeError(timeout),
-      })
-      .then((result) => this.#count(job, result));
+      .fail(timeoutWrite(job.lease, config))
+      .then((result) => this.#count(job, result, { errorCode: 'TIMEOUT' }));
   }
 
-  #count(job: ActiveJob, result: OutcomeResult): void {
+  #count(job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail = {}): void {
     switch (result) {
       case 'completed':
         this.counters.completed++;
@@ -501,33 +405,10 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         this.counters.lost++;
         break;
     }
-    this.emit('outcome', job, result);
+    this.emit('outcome', job, result, detail);
   }
 
   #reportError(err: unknown): void {
     if (this.listenerCount('error') > 0) this.emit('error', err);
   }
-
-  #installSignalHandlers(): void {
-    let signalled = false;
-    this.#signalHandler = () => {
-      // A second signal means "now": leave, and let the leases expire and be recovered.
-      if (signalled) process.exit(130);
-      signalled = true;
-      void this.stop();
-    };
-    process.on('SIGTERM', this.#signalHandler);
-    process.on('SIGINT', this.#signalHandler);
-  }
-
-  #removeSignalHandlers(): void {
-    if (!this.#signalHandler) return;
-    process.off('SIGTERM', this.#signalHandler);
-    process.off('SIGINT', this.#signalHandler);
-    this.#signalHandler = null;
-  }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

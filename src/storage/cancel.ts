@@ -1,4 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { wakeupChannel } from './enqueue.js';
+import { keySlotsReleaseCte } from './key-slots.js';
+import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
 
 /**
  * JobCancel: pending -> cancelled, or running -> cancelled with the lease token bumped, so the
@@ -7,12 +10,15 @@ import { defineStatement, type Queryable, run } from './db.js';
  * an in-flight transition) to read the claim it ends; appends a `cancelled` event (who, why, and
  * the claim it ended) in the same statement. A job in another state is left alone and its status
  * returned, so the caller can say why; a succeeded job is found in finished_jobs. Primary-key lookups.
+ * A cancelled job leaves its ordering key's line (a gap does not block: when it was the head, the
+ * next job becomes claimable in this statement), and a running one gives back its per-key slot.
  */
 const JobCancel = defineStatement(
   'cancel_job',
   (s) => `
   WITH target AS (
-    SELECT id, status, lease_owner, lease_token, claimed_at, lease_extensions, attempt_count
+    SELECT id, status, lease_owner, lease_token, claimed_at, lease_extensions, attempt_count,
+           holds_key_slot
     FROM ${s}.jobs
     WHERE id = $1
     FOR UPDATE
@@ -27,12 +33,16 @@ const JobCancel = defineStatement(
         last_error_code = 'CANCELLED',
         last_error_class = NULL,
         last_error_message = $3,
-        last_error_stack = NULL
+        last_error_stack = NULL,
+        awaits_predecessor = false
     FROM target
     WHERE j.id = target.id AND j.status IN ('pending', 'running')
     RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
-              target.claimed_at, target.lease_extensions, target.attempt_count
+              target.claimed_at, target.lease_extensions, target.attempt_count,
+              j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot
   ),
+  ${orderingAdvanceCte(s, 'changed')},
+  ${keySlotsReleaseCte(s, 'changed')},
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
                                  claimed_at, lease_extensions, error_code, actor, reason)
@@ -45,10 +55,11 @@ const JobCancel = defineStatement(
            'CANCELLED', $2, $3
     FROM changed
   )
-  SELECT target.status::text AS status, changed.id IS NOT NULL AS cancelled
+  SELECT target.status::text AS status, changed.id IS NOT NULL AS cancelled,
+         ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken
   FROM target LEFT JOIN changed USING (id)
   UNION ALL
-  SELECT 'succeeded', false FROM ${s}.finished_jobs WHERE id = $1`,
+  SELECT 'succeeded', false, '{}', 0 FROM ${s}.finished_jobs WHERE id = $1`,
 );
 
 /** What cancel found: the job's status before (null: no such job) and whether it cancelled it. */
@@ -58,11 +69,13 @@ export async function cancelJob(
   id: string,
   params: { actor: string | null; reason: string },
 ): Promise<{ status: string | null; cancelled: boolean }> {
-  const rows = await run<{ status: string; cancelled: boolean }>(db, JobCancel(schema), [
+  const rows = await run<{ status: string; cancelled: boolean; repair: string[] }>(db, JobCancel(schema), [
     id,
     params.actor,
     params.reason,
+    wakeupChannel(schema),
   ]);
   const row = rows[0];
+  if (row && row.repair.length > 0) await repairOrderingKeys(db, schema, row.repair, row.repair.length);
   return row ? { status: row.status, cancelled: row.cancelled } : { status: null, cancelled: false };
 }

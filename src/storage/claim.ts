@@ -7,8 +7,11 @@ import { defineStatement, type Queryable, run } from './db.js';
  * measured in database time. Served by jobs_claimable_idx. The caller commits at once (autocommit):
  * no transaction outlives this statement.
  * ORDER BY is a preference, not a promise: a claimer skips rows locked by a peer.
- * A paused queue yields nothing: the NOT EXISTS depends only on $1, so PostgreSQL evaluates it once
- * per statement (a primary-key probe of queues) before touching jobs. The claim is the attempt's
+ * A paused queue yields nothing, and so does a queue with a per-key concurrency limit (its claims
+ * go through JobClaimManyLimited, see claim-limited.ts): the NOT EXISTS depends only on $1, so
+ * PostgreSQL evaluates it once per statement (a primary-key probe of queues) before touching jobs.
+ * Jobs waiting behind the head of their ordering key are outside jobs_claimable_idx
+ * (awaits_predecessor), so ordering keys cost the plain claim nothing. The claim is the attempt's
  * durable record (claimed_at, owner, token, attempt_count); the record that ends the attempt
  * copies those facts, so the claim writes no event row.
  */
@@ -20,8 +23,10 @@ const JobClaimMany = defineStatement(
     FROM ${s}.jobs
     WHERE queue_name = $1
       AND status = 'pending'
+      AND NOT awaits_predecessor
       AND available_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM ${s}.queues WHERE name = $1 AND paused)
+      AND NOT EXISTS (
+        SELECT 1 FROM ${s}.queues WHERE name = $1 AND (paused OR concurrency_limit_per_key IS NOT NULL))
     ORDER BY priority DESC, available_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -33,7 +38,9 @@ const JobClaimMany = defineStatement(
       lease_token = j.lease_token + 1,
       lease_expires_at = now() + $4::double precision * interval '1 millisecond',
       claimed_at = now(),
-      lease_extensions = 0
+      lease_extensions = 0,
+      -- This run takes no per-key slot (a retried job may carry the flag from a limited claim).
+      holds_key_slot = false
   FROM candidate
   WHERE j.id = candidate.id
   RETURNING j.id, j.payload, j.lease_token, j.attempt_count, j.max_attempts, j.lease_expires_at,
@@ -69,7 +76,8 @@ export async function claimJobs(
   return rows;
 }
 
-function byPreference(a: ClaimedRow, b: ClaimedRow): number {
+/** Sorts claimed rows into preference order (UPDATE ... RETURNING has none). */
+export function byPreference(a: ClaimedRow, b: ClaimedRow): number {
   if (a.priority !== b.priority) return b.priority - a.priority;
   const byTime = a.available_at.getTime() - b.available_at.getTime();
   if (byTime !== 0) return byTime;

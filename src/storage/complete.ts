@@ -1,4 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { wakeupChannel } from './enqueue.js';
+import { keySlotsReleaseCte } from './key-slots.js';
+import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
 import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './refusals.js';
 
 /**
@@ -10,6 +13,9 @@ import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './r
  * That record is the attempt's audit entry (owner, token, attempt, claimed_at, lease extensions,
  * finished_at): a completion writes no job_events row.
  * Looks rows up by primary key; takes the row lock of each job it changes.
+ * A completed head of an ordering key hands the key to its next job (claimable from this commit,
+ * with a wake-up), and a job that held a per-key concurrency slot gives it back, both in this
+ * statement; plain jobs write nothing for either (see ordering.ts and key-slots.ts).
  */
 const JobCompleteMany = defineStatement(
   'complete_jobs',
@@ -22,7 +28,8 @@ const JobCompleteMany = defineStatement(
     USING input
     WHERE ${LEASE_FENCE}
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
-              j.lease_token, j.created_at, j.claimed_at, j.lease_extensions
+              j.lease_token, j.created_at, j.claimed_at, j.lease_extensions,
+              j.ordering_key, j.concurrency_key, j.holds_key_slot
   ),
   finished AS (
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
@@ -31,8 +38,10 @@ const JobCompleteMany = defineStatement(
            lease_token, created_at, claimed_at, now(), lease_extensions
     FROM changed
   ),
+  ${orderingAdvanceCte(s, 'changed')},
+  ${keySlotsReleaseCte(s, 'changed')},
   ${refusalCountingCte(s, 'complete')}
-  SELECT id FROM changed`,
+  SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$5')} AS woken FROM changed`,
 );
 
 /** Completes the leases it can; returns the ids whose completion was accepted. */
@@ -42,6 +51,12 @@ export async function completeJobs(
   refs: readonly FenceRef[],
 ): Promise<Set<string>> {
   if (refs.length === 0) return new Set();
-  const rows = await run<{ id: string }>(db, JobCompleteMany(schema), fenceArrays(refs));
+  const rows = await run<{ id: string; repair: string[] }>(db, JobCompleteMany(schema), [
+    ...fenceArrays(refs),
+    wakeupChannel(schema),
+  ]);
+  // Rare: a key's next job was enqueued (or cancelled) while this statement ran; hand it over now.
+  const repair = rows[0]?.repair ?? [];
+  if (repair.length > 0) await repairOrderingKeys(db, schema, repair, repair.length);
   return new Set(rows.map((row) => row.id));
 }

@@ -25,10 +25,10 @@ const JobInsertKeyed = defineStatement(
     RETURNING k.job_id
   ),
   inserted AS (
-    INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts)
+    INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts, concurrency_key)
     OVERRIDING SYSTEM VALUE
     SELECT key.job_id, $1, $2::jsonb, $3,
-           coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6
+           coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $9
     FROM key, fresh
     WHERE key.job_id = fresh.id
     RETURNING id
@@ -55,6 +55,7 @@ export async function insertKeyedJob(
     job.maxAttempts,
     wakeupChannel(schema),
     key,
+    job.concurrencyKey,
   ]);
   const row = rows[0] as { id: string; created: boolean };
   return { id: row.id, created: row.created };

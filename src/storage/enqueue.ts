@@ -15,8 +15,8 @@ const JobInsert = defineStatement(
   'enqueue_one',
   (s) => `
   WITH inserted AS (
-    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts)
-    VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6)
+    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
+    VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $8)
     RETURNING id
   )
   SELECT inserted.id, pg_notify($7, $1) FROM inserted`,
@@ -31,16 +31,17 @@ const JobInsertMany = defineStatement(
   'enqueue_many',
   (s) => `
   WITH inserted AS (
-    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts)
+    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
     SELECT $1, i.payload, i.priority,
-           coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts
+           coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts, i.concurrency_key
     FROM ROWS FROM (
       jsonb_array_elements($2::jsonb),
       unnest($3::integer[]),
       unnest($4::timestamptz[]),
       unnest($5::double precision[]),
-      unnest($6::integer[])
-    ) WITH ORDINALITY AS i(payload, priority, run_at, delay_ms, max_attempts, ord)
+      unnest($6::integer[]),
+      unnest($8::text[])
+    ) WITH ORDINALITY AS i(payload, priority, run_at, delay_ms, max_attempts, concurrency_key, ord)
     ORDER BY i.ord
     RETURNING id
   )
@@ -54,6 +55,10 @@ export interface NewJob {
   runAt: Date | null;
   delayMs: number;
   maxAttempts: number;
+  /** Per-aggregate ordering key (see ordering.ts); null for none. */
+  orderingKey: string | null;
+  /** Per-key concurrency limit key; null for none. */
+  concurrencyKey: string | null;
 }
 
 /** Inserts one job; returns its id. */
@@ -66,6 +71,7 @@ export async function insertJob(db: Queryable, schema: string, queue: string, jo
     job.delayMs,
     job.maxAttempts,
     wakeupChannel(schema),
+    job.concurrencyKey,
   ]);
   return rows[0]?.id as string;
 }
@@ -85,6 +91,7 @@ export async function insertJobs(
     jobs.map((job) => job.delayMs),
     jobs.map((job) => job.maxAttempts),
     wakeupChannel(schema),
+    jobs.map((job) => job.concurrencyKey),
   ]);
   return rows[0]?.ids ?? [];
 }

@@ -1,4 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { keySlotsReleaseCte } from './key-slots.js';
 import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './refusals.js';
 
 // A failed attempt is retried when the caller allows it and the attempt budget is not spent.
@@ -14,7 +15,8 @@ const JITTERED_BACKOFF_MS = `random() * least(input.max_ms, input.base_ms * powe
  * for inspection and replay. Error fields arrive already bounded and free of payload data.
  * Each accepted row also appends its audit event (`retried` with the delay, or `dead`), carrying the
  * claim facts of the attempt it ends, in the same statement. Looks rows up by primary key; takes
- * the row lock of each job it changes.
+ * the row lock of each job it changes. A run that held a per-key concurrency slot gives it back.
+ * A dead head of an ordering key stays its head: the key is blocked until replay or skip.
  */
 const JobFailMany = defineStatement(
   'fail_jobs',
@@ -46,7 +48,8 @@ const JobFailMany = defineStatement(
     RETURNING j.id, j.status, j.queue_name, j.attempt_count, input.owner, input.token, j.claimed_at,
               j.lease_extensions, input.error_code, input.error_class, input.error_message,
               CASE WHEN j.status = 'pending'
-                THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms
+                THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
+              j.concurrency_key, j.holds_key_slot
   ),
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
@@ -56,6 +59,7 @@ const JobFailMany = defineStatement(
            error_message, delay_ms
     FROM changed
   ),
+  ${keySlotsReleaseCte(s, 'changed')},
   ${refusalCountingCte(s, 'fail')}
   SELECT id, status::text AS status FROM changed`,
 );
@@ -84,7 +88,7 @@ const JobSnoozeMany = defineStatement(
     FROM input
     WHERE ${LEASE_FENCE}
     RETURNING j.id, j.queue_name, j.attempt_count + 1 AS attempt, input.owner, input.token, j.claimed_at,
-              j.lease_extensions, input.delay_ms, input.hand_back
+              j.lease_extensions, input.delay_ms, input.hand_back, j.concurrency_key, j.holds_key_slot
   ),
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
@@ -93,6 +97,7 @@ const JobSnoozeMany = defineStatement(
            attempt, owner, token, claimed_at, lease_extensions, delay_ms, hand_back
     FROM changed
   ),
+  ${keySlotsReleaseCte(s, 'changed')},
   ${refusalCountingCte(s, 'snooze')}
   SELECT id FROM changed`,
 );

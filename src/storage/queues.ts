@@ -9,17 +9,23 @@ import { defineStatement, type Queryable, run } from './db.js';
 const QueueConfigure = defineStatement(
   'configure_queue',
   (s) => `
-  INSERT INTO ${s}.queues AS q (name, owner, dead_retention_ms, succeeded_retention_ms, paused)
-  VALUES ($1, $3, $5, $7, coalesce($9, false))
+  INSERT INTO ${s}.queues AS q (name, owner, dead_retention_ms, succeeded_retention_ms, paused,
+                                concurrency_limit_per_key, aging_interval_ms, aging_max_boost)
+  VALUES ($1, $3, $5, $7, coalesce($9, false), $11, $13, $15)
   ON CONFLICT (name) DO UPDATE
     SET owner = CASE WHEN $2 THEN excluded.owner ELSE q.owner END,
+        concurrency_limit_per_key = CASE WHEN $10 THEN excluded.concurrency_limit_per_key
+                                         ELSE q.concurrency_limit_per_key END,
+        aging_interval_ms = CASE WHEN $12 THEN excluded.aging_interval_ms ELSE q.aging_interval_ms END,
+        aging_max_boost = CASE WHEN $14 THEN excluded.aging_max_boost ELSE q.aging_max_boost END,
         dead_retention_ms = CASE WHEN $4 THEN excluded.dead_retention_ms ELSE q.dead_retention_ms END,
         succeeded_retention_ms = CASE WHEN $6 THEN excluded.succeeded_retention_ms
                                       ELSE q.succeeded_retention_ms END,
         paused = CASE WHEN $8 THEN excluded.paused ELSE q.paused END,
         updated_at = now()
   RETURNING name, owner, dead_retention_ms::float8 AS dead_retention_ms,
-            succeeded_retention_ms::float8 AS succeeded_retention_ms, paused, updated_at`,
+            succeeded_retention_ms::float8 AS succeeded_retention_ms, paused, updated_at,
+            concurrency_limit_per_key, aging_interval_ms::float8 AS aging_interval_ms, aging_max_boost`,
 );
 
 /**
@@ -38,7 +44,8 @@ const QueueSummaryList = defineStatement(
            count(*) FILTER (WHERE status = 'dead')::int AS dead,
            count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled,
            extract(epoch FROM now() - min(available_at) FILTER (
-             WHERE status = 'pending' AND available_at <= now())) * 1000 AS oldest_claimable_ms
+             WHERE status = 'pending' AND NOT awaits_predecessor AND available_at <= now())) * 1000
+             AS oldest_claimable_ms
     FROM ${s}.jobs
     GROUP BY queue_name
   )
@@ -63,6 +70,9 @@ export interface QueueRow {
   succeeded_retention_ms: number | null;
   paused: boolean;
   updated_at: Date;
+  concurrency_limit_per_key: number | null;
+  aging_interval_ms: number | null;
+  aging_max_boost: number | null;
 }
 
 /** What to change; `undefined` leaves a setting as it is, `null` clears it. */
@@ -71,6 +81,9 @@ export interface QueueChanges {
   deadRetentionMs?: number | null;
   succeededRetentionMs?: number | null;
   paused?: boolean;
+  concurrencyLimitPerKey?: number | null;
+  agingIntervalMs?: number | null;
+  agingMaxBoost?: number | null;
 }
 
 /** Creates or updates a queue's settings; returns the row. */
@@ -90,6 +103,12 @@ export async function configureQueue(
     changes.succeededRetentionMs ?? null,
     changes.paused !== undefined,
     changes.paused ?? null,
+    changes.concurrencyLimitPerKey !== undefined,
+    changes.concurrencyLimitPerKey ?? null,
+    changes.agingIntervalMs !== undefined,
+    changes.agingIntervalMs ?? null,
+    changes.agingMaxBoost !== undefined,
+    changes.agingMaxBoost ?? null,
   ]);
   return rows[0] as QueueRow;
 }
@@ -111,4 +130,26 @@ export interface QueueSummaryRow {
 /** Lists queue summaries, by name, at most `limit`. */
 export function listQueues(db: Queryable, schema: string, limit: number): Promise<QueueSummaryRow[]> {
   return run<QueueSummaryRow>(db, QueueSummaryList(schema), [limit]);
+}
+
+/**
+ * QueueClaimSettings: the settings that choose a queue's claim statement (per-key limit) and its
+ * aging. Primary-key read of queues; no locks.
+ */
+const QueueClaimSettings = defineStatement(
+  'queue_claim_settings',
+  (s) => `
+  SELECT concurrency_limit_per_key FROM ${s}.queues WHERE name = $1`,
+);
+
+/** The per-key concurrency limit of a queue; null when none is set. */
+export async function readConcurrencyLimit(
+  db: Queryable,
+  schema: string,
+  queue: string,
+): Promise<number | null> {
+  const rows = await run<{ concurrency_limit_per_key: number | null }>(db, QueueClaimSettings(schema), [
+    queue,
+  ]);
+  return rows[0]?.concurrency_limit_per_key ?? null;
 }

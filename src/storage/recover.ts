@@ -1,4 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { keySlotsReleaseCte } from './key-slots.js';
 
 /**
  * JobRecoverExpired: running -> pending (after jittered backoff) or running -> dead (attempts
@@ -7,7 +8,7 @@ import { defineStatement, type Queryable, run } from './db.js';
  * outer WHERE repeats the expiry test, so a job renewed or completed after the subquery's snapshot
  * is left alone (under Read Committed the update re-reads the locked row before changing it).
  * Appends a `lease_expired` event per job (the claim it ends, and whether it retries or died), in
- * the same statement.
+ * the same statement, and gives back the per-key concurrency slot a run held.
  */
 const JobRecoverExpired = defineStatement(
   'recover_expired_leases',
@@ -42,8 +43,10 @@ const JobRecoverExpired = defineStatement(
     RETURNING j.id, j.status, j.queue_name, j.attempt_count, expired.lease_owner, expired.lease_token,
               j.claimed_at, j.lease_extensions, j.last_error_code, j.last_error_message,
               CASE WHEN j.status = 'pending'
-                THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms
+                THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
+              j.concurrency_key, j.holds_key_slot
   ),
+  ${keySlotsReleaseCte(s, 'moved')},
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
                                  claimed_at, lease_extensions, error_code, message, delay_ms)

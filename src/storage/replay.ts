@@ -2,9 +2,13 @@ import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 
 // The update both replay statements make: dead -> pending, claimable now, a fresh attempt budget
-// (numbering restarts, or continues with max_attempts raised by the same budget), history kept.
+// (numbering restarts, or continues with max_attempts raised by the same budget), history kept,
+// and the priority it was enqueued with (aging starts over). A dead head of an ordering key is
+// still its key's head, so it is claimable again at once and the jobs behind it keep waiting.
 const REPLAY_SET = `status = 'pending',
         available_at = now(),
+        priority = coalesce(j.base_priority, j.priority),
+        base_priority = NULL,
         finished_at = NULL,
         attempt_count = CASE WHEN $RESET THEN 0 ELSE j.attempt_count END,
         max_attempts = CASE WHEN $RESET THEN j.max_attempts

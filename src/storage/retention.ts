@@ -65,6 +65,8 @@ const FinishedJobPruneBatch = defineStatement(
  * are kept until an operator acts. Each removal leaves a `removed` tombstone event (what it was,
  * why, when) in place of the job's other events. Served by jobs_terminal_queue_idx per queue;
  * FOR UPDATE SKIP LOCKED, and the delete re-checks the status, so a job replayed meanwhile stays.
+ * Dead heads of ordering keys are kept whatever the retention: they block their key until an
+ * operator replays or skips them (skipped jobs are cancelled, and pruned as such).
  */
 const TerminalJobPruneBatch = defineStatement(
   'prune_terminal',
@@ -76,6 +78,8 @@ const TerminalJobPruneBatch = defineStatement(
     WHERE q.dead_retention_ms IS NOT NULL
       AND j.finished_at IS NOT NULL
       AND j.finished_at < now() - q.dead_retention_ms * interval '1 millisecond'
+      -- A dead job with an ordering key heads its key: removing it would unblock the key silently.
+      AND (j.ordering_key IS NULL OR j.status <> 'dead')
     LIMIT $1
     FOR UPDATE OF j SKIP LOCKED
   ),

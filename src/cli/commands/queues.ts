@@ -8,14 +8,17 @@ export function queuesCommand(): Command {
     'list queues: pending, running and dead jobs, the age of the oldest claimable job, owner, paused',
   );
   addAdminOptions(command);
+  command.option('--blocked', 'list ordering keys blocked by a dead job instead, longest blocked first');
   command.addHelpText(
     'after',
     `
 Examples:
   $ leasehold queues --database-url postgres://localhost/app
-  $ leasehold queues --json | jq '.[] | select(.dead > 0)'`,
+  $ leasehold queues --json | jq '.[] | select(.dead > 0)'
+  $ leasehold queues --blocked`,
   );
-  command.action(async (flags: AdminFlags) => {
+  command.action(async (flags: AdminFlags & { blocked?: boolean }) => {
+    if (flags.blocked) return printBlockedKeys(flags);
     const queues = await withAdminClient(flags, (lh) => lh.listQueues());
     if (flags.json) return printJson(queues);
     if (queues.length === 0) return print('no queues yet');
@@ -31,4 +34,20 @@ Examples:
     print(formatTable(['queue', 'pending', 'running', 'dead', 'oldest', 'owner', 'state'], rows));
   });
   return command;
+}
+
+// Keys whose head job is dead: later jobs of the key wait until it is replayed or skipped.
+async function printBlockedKeys(flags: AdminFlags): Promise<void> {
+  const keys = await withAdminClient(flags, (lh) => lh.blockedKeys());
+  if (flags.json) return printJson(keys);
+  if (keys.length === 0) return print('no blocked ordering keys');
+  const rows = keys.map((k) => [
+    k.queue,
+    k.orderingKey,
+    k.headJobId,
+    formatDuration(k.blockedMs),
+    String(k.waiting),
+    k.lastErrorCode ?? '-',
+  ]);
+  print(formatTable(['queue', 'ordering key', 'dead job', 'blocked for', 'waiting', 'error'], rows));
 }

@@ -1,0 +1,93 @@
+import { agePendingJobs, listAgingQueues } from '../storage/aging.js';
+import type { Queryable } from '../storage/db.js';
+import { repairOrderingKeys } from '../storage/ordering.js';
+
+/** Default mean interval between aging passes of a worker, in ms. */
+export const DEFAULT_AGING_PASS_INTERVAL_MS = 1000;
+/** Most jobs one aging pass raises per queue. */
+export const DEFAULT_AGING_LIMIT = 1000;
+/** Most queues with aging one pass visits. */
+const MAX_AGING_QUEUES = 1000;
+/** Most ordering keys one pass repairs or removes. */
+const ORDERING_REPAIR_LIMIT = 1000;
+
+/** What one fairness maintenance pass did. */
+export interface AgingResult {
+  /** Pending jobs whose priority was raised. */
+  raised: number;
+  /** Ordering keys handed to their next job after a missed hand-over. */
+  keysReleased: number;
+  /** Idle ordering keys removed. */
+  keysRemoved: number;
+}
+
+/** Options of the aging service. */
+export interface AgingServiceOptions {
+  /** Mean interval between passes, in ms; each wait is jittered by ±25%. */
+  intervalMs: number;
+  db: Queryable;
+  schema: string;
+  /** Called after a pass that changed something. */
+  onAged?: (result: AgingResult) => void;
+  /** Called when a pass fails; the service keeps going. */
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * The fairness maintenance step: raises the priority of long-waiting jobs in queues with aging
+ * (`agingIntervalMs`), bounded per queue, and repairs ordering keys whose hand-over a concurrent
+ * enqueue made a statement miss, removing idle key rows on the way. Every statement is bounded and
+ * takes rows SKIP LOCKED, so every worker runs one without a leader.
+ */
+export class AgingService {
+  #timer: NodeJS.Timeout | null = null;
+  #running: Promise<AgingResult | null> | null = null;
+  #stopped = true;
+
+  constructor(private readonly options: AgingServiceOptions) {}
+
+  /** Runs one pass now. */
+  async runOnce(): Promise<AgingResult> {
+    const { db, schema } = this.options;
+    let raised = 0;
+    for (const queue of await listAgingQueues(db, schema, MAX_AGING_QUEUES)) {
+      raised += await agePendingJobs(db, schema, queue, DEFAULT_AGING_LIMIT);
+    }
+    const repair = await repairOrderingKeys(db, schema, [], ORDERING_REPAIR_LIMIT);
+    const result = { raised, keysReleased: repair.released, keysRemoved: repair.removed };
+    if (raised + repair.released + repair.removed > 0) this.options.onAged?.(result);
+    return result;
+  }
+
+  /** Starts the timer. */
+  start(): void {
+    if (!this.#stopped) return;
+    this.#stopped = false;
+    this.#scheduleNext();
+  }
+
+  /** Stops the timer and waits for a pass in progress. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    await this.#running;
+  }
+
+  #scheduleNext(): void {
+    if (this.#stopped) return;
+    const wait = this.options.intervalMs * (0.75 + Math.random() * 0.5);
+    this.#timer = setTimeout(() => {
+      this.#running = this.runOnce()
+        .catch((err: unknown) => {
+          this.options.onError?.(err);
+          return null;
+        })
+        .finally(() => {
+          this.#running = null;
+          this.#scheduleNext();
+        });
+    }, wait);
+    this.#timer.unref();
+  }
+}

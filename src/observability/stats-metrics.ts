@@ -1,0 +1,116 @@
+import { Gauge, Registry } from 'prom-client';
+import type { Leasehold } from '../client.js';
+import type { LeaseholdStats, StatsOptions } from '../operations/stats.js';
+
+/** Options of `createStatsMetrics`. */
+export interface StatsMetricsOptions {
+  /** Registry to register in (default: a new one). */
+  registry?: Registry;
+  /** Options passed to `lh.stats()` on each scrape. */
+  stats?: StatsOptions;
+}
+
+/** How long one stats read serves the gauges of a scrape. */
+const SHARE_MS = 1000;
+
+/**
+ * Registers the database-derived gauges of `lh.stats()` (pending, running, dead, ages, leases near
+ * expiry, lost fences, recent transitions) in a prom-client registry. Each scrape reads the stats
+ * once: a bounded, index-served snapshot, safe every few seconds at a 1M-job backlog.
+ */
+export function createStatsMetrics(lh: Leasehold, options: StatsMetricsOptions = {}): Registry {
+  const registry = options.registry ?? new Registry();
+  let current: { readAt: number; stats: Promise<LeaseholdStats> } | null = null;
+  // Every gauge's collect asks for the stats; the first one of a scrape reads them and the rest of
+  // that scrape (within a second) share the answer, so a scrape costs one snapshot.
+  const read = (): Promise<LeaseholdStats> => {
+    if (!current || performance.now() - current.readAt > SHARE_MS) {
+      current = { readAt: performance.now(), stats: lh.stats(options.stats) };
+    }
+    return current.stats;
+  };
+  const perQueue = (
+    name: string,
+    help: string,
+    pick: (q: LeaseholdStats['queues'][number]) => number | null,
+  ) =>
+    new Gauge<'queue'>({
+      name,
+      help,
+      labelNames: ['queue'],
+      registers: [registry],
+      async collect() {
+        const stats = await read();
+        this.reset();
+        for (const q of stats.queues) {
+          const value = pick(q);
+          if (value !== null) this.set({ queue: q.queue }, value);
+        }
+      },
+    });
+  perQueue('leasehold_queue_pending_jobs', 'Pending jobs (exact up to the count cap)', (q) => q.pending);
+  perQueue('leasehold_queue_running_jobs', 'Running jobs', (q) => q.running);
+  perQueue(
+    'leasehold_queue_dead_jobs',
+    'Dead jobs awaiting an operator (exact up to the count cap)',
+    (q) => q.dead,
+  );
+  perQueue('leasehold_queue_count_capped', '1 when pending or dead reached the count cap', (q) =>
+    q.capped ? 1 : 0,
+  );
+  perQueue(
+    'leasehold_queue_oldest_claimable_age_seconds',
+    'How long the oldest claimable job has waited (0 when none): alert on this',
+    (q) => (q.oldestClaimableAgeMs ?? 0) / 1000,
+  );
+  perQueue(
+    'leasehold_queue_oldest_dead_age_seconds',
+    'How long ago the oldest unresolved dead job died (0 when none)',
+    (q) => (q.oldestDeadAgeMs ?? 0) / 1000,
+  );
+  perQueue(
+    'leasehold_queue_leases_expiring_soon',
+    'Running jobs whose lease ends within the threshold',
+    (q) => q.leasesExpiringSoon,
+  );
+  perQueue('leasehold_queue_paused', '1 when the queue is paused', (q) => (q.paused ? 1 : 0));
+  perQueue(
+    'leasehold_queue_completed_in_window',
+    'Jobs completed within the stats window',
+    (q) => q.completedInWindow,
+  );
+  new Gauge<'queue' | 'operation'>({
+    name: 'leasehold_lease_refusals',
+    help: 'Lost-fence attempts counted in the database since the schema was created (a counter kept by PostgreSQL)',
+    labelNames: ['queue', 'operation'],
+    registers: [registry],
+    async collect() {
+      const stats = await read();
+      this.reset();
+      for (const r of stats.refusals) this.set({ queue: r.queue, operation: r.operation }, r.count);
+    },
+  });
+  new Gauge<'queue' | 'kind' | 'error_code'>({
+    name: 'leasehold_queue_transitions_in_window',
+    help: 'Lease expirations, retries and deaths within the stats window, by error code',
+    labelNames: ['queue', 'kind', 'error_code'],
+    registers: [registry],
+    async collect() {
+      const stats = await read();
+      this.reset();
+      for (const t of stats.transitions) {
+        this.set({ queue: t.queue, kind: t.kind, error_code: t.errorCode || 'none' }, t.count);
+      }
+    },
+  });
+  new Gauge({
+    name: 'leasehold_stats_window_seconds',
+    help: 'Width of the window of the *_in_window gauges',
+    registers: [registry],
+    async collect() {
+      const stats = await read();
+      this.set(stats.windowMs / 1000);
+    },
+  });
+  return registry;
+}

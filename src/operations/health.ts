@@ -1,0 +1,132 @@
+import type pg from 'pg';
+import { ValidationError } from '../errors.js';
+import { readJobsTuples, readOldestTransaction } from '../storage/health.js';
+import { rejectUnknownOptions } from '../validation.js';
+import { readStats } from './stats.js';
+
+/** Thresholds of `checkHealth`; a rule runs only when its threshold is given. */
+export interface HealthRules {
+  /** Fails when a queue's oldest claimable job has waited longer than this (ms): old work. */
+  maxOldestAgeMs?: number;
+  /** Fails when a queue holds more dead jobs than this. */
+  maxDead?: number;
+  /** Fails when a queue's oldest unresolved dead job died longer ago than this (ms). */
+  maxOldestDeadAgeMs?: number;
+  /** Fails when a queue has more running jobs whose lease ends within 30 s than this. */
+  maxLeasesExpiringSoon?: number;
+  /** Fails when a transaction in this database has been open longer than this (ms), holding back cleanup. */
+  maxOldTransactionMs?: number;
+  /** Fails when dead tuples exceed this share (0..1) of the jobs table's tuples: bloat, a slow claim. */
+  maxDeadTupleRatio?: number;
+  /** Only these queues (default: every queue). */
+  queues?: readonly string[];
+}
+
+/** One failed rule. */
+export interface HealthFailure {
+  /** The rule's option name, e.g. `maxOldestAgeMs`. */
+  rule: keyof HealthRules;
+  /** One line saying what is wrong and where. */
+  message: string;
+}
+
+/** The answer of `checkHealth`. */
+export interface HealthReport {
+  ok: boolean;
+  failures: HealthFailure[];
+}
+
+const NUMERIC_RULES = [
+  'maxOldestAgeMs',
+  'maxDead',
+  'maxOldestDeadAgeMs',
+  'maxLeasesExpiringSoon',
+  'maxOldTransactionMs',
+  'maxDeadTupleRatio',
+] as const;
+
+/** Checks the given rules against the database: queue gauges, old transactions, table bloat. */
+export async function checkHealth(
+  pool: pg.Pool,
+  schema: string,
+  rules: HealthRules = {},
+): Promise<HealthReport> {
+  if (typeof rules !== 'object' || rules === null) throw new ValidationError('rules', 'must be an object');
+  rejectUnknownOptions(rules, [...NUMERIC_RULES, 'queues'], 'rules');
+  for (const name of NUMERIC_RULES) {
+    const value = rules[name];
+    if (value !== undefined && (typeof value !== 'number' || !Number.isFinite(value) || value < 0)) {
+      throw new ValidationError(name, 'must be a number of at least 0');
+    }
+  }
+  const failures: HealthFailure[] = [];
+  const wantsQueues =
+    rules.maxOldestAgeMs !== undefined ||
+    rules.maxDead !== undefined ||
+    rules.maxOldestDeadAgeMs !== undefined ||
+    rules.maxLeasesExpiringSoon !== undefined;
+  if (wantsQueues) {
+    const only = rules.queues ? new Set(rules.queues) : null;
+    const stats = await readStats(pool, schema, { countCap: Math.max(10_000, (rules.maxDead ?? 0) + 1) });
+    for (const q of stats.queues) {
+      if (only && !only.has(q.queue)) continue;
+      const age = q.oldestClaimableAgeMs;
+      if (rules.maxOldestAgeMs !== undefined && age !== null && age > rules.maxOldestAgeMs) {
+        failures.push({
+          rule: 'maxOldestAgeMs',
+          message: `queue ${q.queue}: oldest claimable job has waited ${formatMs(age)} (limit ${formatMs(rules.maxOldestAgeMs)})`,
+        });
+      }
+      if (rules.maxDead !== undefined && q.dead > rules.maxDead) {
+        failures.push({
+          rule: 'maxDead',
+          message: `queue ${q.queue}: ${q.dead}${q.capped ? '+' : ''} dead jobs (limit ${rules.maxDead})`,
+        });
+      }
+      const deadAge = q.oldestDeadAgeMs;
+      if (rules.maxOldestDeadAgeMs !== undefined && deadAge !== null && deadAge > rules.maxOldestDeadAgeMs) {
+        failures.push({
+          rule: 'maxOldestDeadAgeMs',
+          message: `queue ${q.queue}: oldest dead job died ${formatMs(deadAge)} ago (limit ${formatMs(rules.maxOldestDeadAgeMs)})`,
+        });
+      }
+      if (rules.maxLeasesExpiringSoon !== undefined && q.leasesExpiringSoon > rules.maxLeasesExpiringSoon) {
+        failures.push({
+          rule: 'maxLeasesExpiringSoon',
+          message: `queue ${q.queue}: ${q.leasesExpiringSoon} leases expire within 30 s (limit ${rules.maxLeasesExpiringSoon})`,
+        });
+      }
+    }
+  }
+  if (rules.maxOldTransactionMs !== undefined) {
+    const oldest = await readOldestTransaction(pool, schema);
+    if (oldest && oldest.age_ms > rules.maxOldTransactionMs) {
+      const who = oldest.application_name ? ` (${oldest.application_name})` : '';
+      failures.push({
+        rule: 'maxOldTransactionMs',
+        message: `a transaction has been open ${formatMs(oldest.age_ms)} (pid ${oldest.pid}${who}, ${oldest.state}), holding back cleanup (limit ${formatMs(rules.maxOldTransactionMs)})`,
+      });
+    }
+  }
+  if (rules.maxDeadTupleRatio !== undefined) {
+    const tuples = await readJobsTuples(pool, schema);
+    const total = tuples ? tuples.live + tuples.dead : 0;
+    const ratio = tuples && total > 0 ? tuples.dead / total : 0;
+    if (tuples && ratio > rules.maxDeadTupleRatio) {
+      failures.push({
+        rule: 'maxDeadTupleRatio',
+        message: `jobs table: ${Math.round(ratio * 100)}% dead tuples (${tuples.dead} of ${total}; limit ${Math.round(rules.maxDeadTupleRatio * 100)}%)`,
+      });
+    }
+  }
+  return { ok: failures.length === 0, failures };
+}
+
+/** A duration for a one-line message: 950ms, 42s, 5m 3s, 2h 10m. */
+export function formatMs(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+}

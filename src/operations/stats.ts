@@ -1,0 +1,158 @@
+import type pg from 'pg';
+import { ValidationError } from '../errors.js';
+import { inReadSnapshot } from '../storage/history.js';
+import {
+  applyStatsPlannerSettings,
+  readEventWindow,
+  readFinishedWindow,
+  readQueueStats,
+  readRefusalCounts,
+  type StatsBounds,
+} from '../storage/stats.js';
+import { optionalInt, rejectUnknownOptions } from '../validation.js';
+
+/** Options of `stats()`; the defaults keep one call to a few milliseconds at a 1M-job backlog. */
+export interface StatsOptions {
+  /** Pending and dead jobs are counted exactly up to this many per queue (default 10,000). */
+  countCap?: number;
+  /** A running job whose lease ends within this many ms counts as near expiry (default 30 s). */
+  expiringWithinMs?: number;
+  /** Window of the transition and throughput counts, in ms (default 5 minutes). */
+  windowMs?: number;
+  /** At most this many recent events and completions are read for those counts (default 10,000). */
+  maxWindowRows?: number;
+  /** At most this many queues are reported (default 1,000). */
+  maxQueues?: number;
+}
+
+/** Defaults of `stats()`. */
+export const DEFAULT_STATS_OPTIONS: Readonly<Required<StatsOptions>> = Object.freeze({
+  countCap: 10_000,
+  expiringWithinMs: 30_000,
+  windowMs: 300_000,
+  maxWindowRows: 10_000,
+  maxQueues: 1_000,
+});
+
+/** One queue's database-derived gauges. */
+export interface QueueStats {
+  queue: string;
+  /** Pending jobs (claimable or scheduled), exact up to `countCap`; those in `waiting` are not included. */
+  pending: number;
+  /** Pending jobs held behind an earlier job of their ordering key, exact up to `countCap`. */
+  waiting: number;
+  /** True when `pending`, `waiting` or `dead` stopped at `countCap`: the queue holds at least that many. */
+  capped: boolean;
+  running: number;
+  /** Running jobs whose lease ends within `expiringWithinMs`. */
+  leasesExpiringSoon: number;
+  /** Dead jobs awaiting an operator, exact up to `countCap`. */
+  dead: number;
+  /** How long the oldest claimable job has waited since it became claimable; null when none. */
+  oldestClaimableAgeMs: number | null;
+  /** How long ago the oldest unresolved dead job died; null when none. */
+  oldestDeadAgeMs: number | null;
+  paused: boolean;
+  /** Jobs completed within the window. */
+  completedInWindow: number;
+}
+
+/** Lost-fence attempts of one queue and operation, since the schema was created. */
+export interface RefusalStat {
+  queue: string;
+  operation: string;
+  count: number;
+}
+
+/** Transitions of one kind, queue and error code within the window. */
+export interface TransitionStat {
+  queue: string;
+  /** `lease_expired` (recovery sweep), `retried` or `dead`. */
+  kind: string;
+  errorCode: string;
+  count: number;
+}
+
+/** What `stats()` returns: one consistent snapshot. */
+export interface LeaseholdStats {
+  at: Date;
+  windowMs: number;
+  queues: QueueStats[];
+  refusals: RefusalStat[];
+  transitions: TransitionStat[];
+  /** True when the window held more events or completions than `maxWindowRows`: counts are lower bounds. */
+  windowTruncated: boolean;
+}
+
+/** Validates `stats()` options against the defaults. */
+export function resolveStatsOptions(options: StatsOptions = {}): StatsBounds {
+  if (typeof options !== 'object' || options === null)
+    throw new ValidationError('options', 'must be an object');
+  rejectUnknownOptions(options, Object.keys(DEFAULT_STATS_OPTIONS), 'options');
+  const d = DEFAULT_STATS_OPTIONS;
+  return {
+    countCap: optionalInt(options.countCap, 'countCap', 1, 1_000_000, d.countCap),
+    expiringWithinMs: optionalInt(
+      options.expiringWithinMs,
+      'expiringWithinMs',
+      0,
+      86_400_000,
+      d.expiringWithinMs,
+    ),
+    windowMs: optionalInt(options.windowMs, 'windowMs', 1, 86_400_000, d.windowMs),
+    maxWindowRows: optionalInt(options.maxWindowRows, 'maxWindowRows', 1, 1_000_000, d.maxWindowRows),
+    maxQueues: optionalInt(options.maxQueues, 'maxQueues', 1, 100_000, d.maxQueues),
+  };
+}
+
+/**
+ * Reads every gauge in one read-only transaction (repeatable read, so the parts agree). Every
+ * statement is index-served and bounded: see storage/stats.ts and docs/observability.md.
+ */
+export async function readStats(
+  pool: pg.Pool,
+  schema: string,
+  options: StatsOptions = {},
+): Promise<LeaseholdStats> {
+  const bounds = resolveStatsOptions(options);
+  return inReadSnapshot(pool, async (db) => {
+    const at = await applyStatsPlannerSettings(db, schema);
+    const queues = await readQueueStats(db, schema, bounds);
+    const refusals = await readRefusalCounts(db, schema);
+    const events = await readEventWindow(db, schema, bounds);
+    const finished = await readFinishedWindow(db, schema, bounds);
+    const completed = new Map(finished.map((row) => [row.queue_name, row.n]));
+    const finishedTotal = finished.reduce((sum, row) => sum + row.n, 0);
+    return {
+      at,
+      windowMs: bounds.windowMs,
+      queues: queues.map((row) => ({
+        queue: row.name,
+        pending: row.pending,
+        waiting: row.waiting,
+        capped:
+          row.pending >= bounds.countCap || row.waiting >= bounds.countCap || row.dead >= bounds.countCap,
+        running: row.running,
+        leasesExpiringSoon: row.expiring,
+        dead: row.dead,
+        oldestClaimableAgeMs: row.oldest_claimable_ms === null ? null : Math.max(0, row.oldest_claimable_ms),
+        oldestDeadAgeMs: row.oldest_dead_ms === null ? null : Math.max(0, row.oldest_dead_ms),
+        paused: row.paused,
+        completedInWindow: completed.get(row.name) ?? 0,
+      })),
+      refusals: refusals.map((row) => ({
+        queue: row.queue_name,
+        operation: row.operation,
+        count: row.refused_count,
+      })),
+      transitions: events.map((row) => ({
+        queue: row.queue_name,
+        kind: row.kind,
+        errorCode: row.error_code,
+        count: row.n,
+      })),
+      windowTruncated:
+        (events[0]?.examined ?? 0) >= bounds.maxWindowRows || finishedTotal >= bounds.maxWindowRows,
+    };
+  });
+}

@@ -1,0 +1,63 @@
+import type { FailRef, SnoozeRef } from '../storage/fail.js';
+import type { FenceRef } from '../storage/refusals.js';
+import { describeError } from './error-details.js';
+import { classifyFailure } from './job-errors.js';
+import type { ResolvedQueue } from './options.js';
+
+/** Longest snooze or explicit retry delay a handler may ask for: 30 days. */
+const MAX_DELAY_MS = 30 * 86_400_000;
+
+/** The outcome write a handler's error asks for: a snooze, or a failure (retry or dead). */
+export type FailureWrite = { kind: 'snooze'; ref: SnoozeRef } | { kind: 'fail'; ref: FailRef };
+
+/**
+ * Turns a handler's error into the write that records it: a `SnoozeError` snoozes (attempt
+ * refunded); otherwise a failure whose retry budget depends on the error's class (unclassified
+ * errors get the queue's smaller `unknownErrorAttempts`) and the queue's attempt cap.
+ */
+export function failureWrite(lease: FenceRef, config: ResolvedQueue, err: unknown): FailureWrite {
+  const kind = classifyFailure(err);
+  if (kind === 'snooze') {
+    const requested = (err as { delayMs?: unknown }).delayMs;
+    const delayMs =
+      typeof requested === 'number' && Number.isFinite(requested)
+        ? Math.min(MAX_DELAY_MS, Math.max(0, Math.round(requested)))
+        : 0;
+    return { kind: 'snooze', ref: { ...lease, delayMs } };
+  }
+  const requestedDelay = kind === 'retryable' ? (err as { delayMs?: unknown }).delayMs : undefined;
+  const budget = kind === 'unknown' ? config.unknownErrorAttempts : null;
+  const cap = config.maxAttempts;
+  return {
+    kind: 'fail',
+    ref: {
+      ...lease,
+      retryable: kind !== 'permanent',
+      delayMs:
+        typeof requestedDelay === 'number' && Number.isFinite(requestedDelay)
+          ? Math.min(MAX_DELAY_MS, Math.max(0, requestedDelay))
+          : null,
+      baseMs: config.backoff.baseMs,
+      maxMs: config.backoff.maxMs,
+      attemptBudget: budget === null ? cap : cap === null ? budget : Math.min(budget, cap),
+      ...describeError(err),
+    },
+  };
+}
+
+/** The failure recorded for a run past its maximum runtime: a retryable `TIMEOUT`. */
+export function timeoutWrite(lease: FenceRef, config: ResolvedQueue): FailRef {
+  const timeout = Object.assign(new Error(`job exceeded its maximum runtime of ${config.maxRuntimeMs} ms`), {
+    name: 'TimeoutError',
+    code: 'TIMEOUT',
+  });
+  return {
+    ...lease,
+    retryable: true,
+    delayMs: null,
+    baseMs: config.backoff.baseMs,
+    maxMs: config.backoff.maxMs,
+    attemptBudget: config.maxAttempts,
+    ...describeError(timeout),
+  };
+}

@@ -1,0 +1,74 @@
+import type { QueueRunner } from './queue-runner.js';
+
+/**
+ * A worker's handler slots shared by weighted queues (the worker's `slots` option).
+ *
+ * Free slots go, one at a time, to the queue with pending work whose holding per unit of weight
+ * (slots held / weight) is lowest, never beyond that queue's own `concurrency` (plus `prefetch`).
+ * So with every queue backlogged, holdings converge to the weights; a queue without pending work
+ * (its last claim came back short and nothing woke it since) takes no share, and its slots go to
+ * the others. Running jobs are never preempted: a queue that wakes up gets its share as slots free.
+ * Slots a claim has asked for count as held until it answers, so two queues cannot both count on
+ * the same free slot.
+ */
+export class SlotPool {
+  readonly #runners: QueueRunner[] = [];
+  readonly #reserved = new Map<QueueRunner, number>();
+
+  constructor(readonly slots: number) {}
+
+  /** Adds a queue to the pool. */
+  register(runner: QueueRunner): void {
+    this.#runners.push(runner);
+    this.#reserved.set(runner, 0);
+  }
+
+  /** Counts `n` slots as held while a claim for them is in flight. */
+  reserve(runner: QueueRunner, n: number): void {
+    this.#reserved.set(runner, (this.#reserved.get(runner) ?? 0) + n);
+  }
+
+  /** The claim answered: its rows are now counted by the runner itself. */
+  release(runner: QueueRunner, n: number): void {
+    this.#reserved.set(runner, (this.#reserved.get(runner) ?? 0) - n);
+  }
+
+  /** How many of the free slots are this queue's to claim now. */
+  roomFor(runner: QueueRunner): number {
+    const held = new Map<QueueRunner, number>();
+    let free = this.slots;
+    for (const r of this.#runners) {
+      const h = r.held + (this.#reserved.get(r) ?? 0);
+      held.set(r, h);
+      free -= h;
+    }
+    if (free <= 0) return 0;
+    // Queues competing for the free slots: those that may have work, and the one asking.
+    const competing = this.#runners.filter((r) => r === runner || r.wanted);
+    let granted = 0;
+    for (; free > 0; free--) {
+      let best: QueueRunner | null = null;
+      let bestLoad = Number.POSITIVE_INFINITY;
+      for (const r of competing) {
+        const h = held.get(r) as number;
+        if (h >= r.config.concurrency + r.config.prefetch) continue;
+        const load = h / r.config.weight;
+        if (load < bestLoad) {
+          best = r;
+          bestLoad = load;
+        }
+      }
+      if (!best) break;
+      held.set(best, (held.get(best) as number) + 1);
+      if (best === runner) granted++;
+    }
+    return granted;
+  }
+
+  /** A slot was freed (or a queue ran dry): let the other queues with work claim their share. */
+  slotFreed(from: QueueRunner): void {
+    for (const r of this.#runners) {
+      if (r !== from && r.wanted) r.schedulePump();
+    }
+  }
+}

@@ -1,0 +1,108 @@
+import { byPreference, type ClaimedRow } from './claim.js';
+import { defineStatement, type Queryable, run } from './db.js';
+
+/**
+ * JobClaimManyLimited: pending -> running, for up to $3 jobs of queue $1, with at most the queue's
+ * concurrency_limit_per_key jobs of one concurrency key running at once, across all workers.
+ * Used only for queues with a limit configured, so plain claims never pay for it.
+ *
+ * 1. `candidate` locks a window of $5 claimable jobs in preference order (SKIP LOCKED, served by
+ *    jobs_claimable_idx), wider than $3 so jobs of a saturated key can be passed over.
+ * 2. `pre` keeps, per key, only as many as the counters this statement's snapshot shows room for,
+ *    then the first $3 in preference order: an optimistic choice that may still be too many.
+ * 3. `slots` takes each chosen key's counter row lock in key order (no deadlock between claimers),
+ *    reading the latest committed count, and grants least(wanted, limit - running), adding it to
+ *    `running` in the same write (a new key's row starts with what `pre` wanted, which is within
+ *    the limit). A concurrent claimer of the same key waits here, then sees ours.
+ * 4. Only the first `granted` jobs of each key in `pre` are claimed: exactly what was counted.
+ * Jobs without a concurrency key are claimed as usual. The transitions that end a run (complete,
+ * fail, snooze, recovery, cancel) give the slot back (see key-slots.ts).
+ */
+const JobClaimManyLimited = defineStatement(
+  'claim_jobs_limited',
+  (s) => `
+  WITH settings AS (
+    SELECT concurrency_limit_per_key AS per_key
+    FROM ${s}.queues
+    WHERE name = $1 AND NOT paused
+  ),
+  candidate AS (
+    SELECT id, concurrency_key, priority, available_at
+    FROM ${s}.jobs
+    WHERE queue_name = $1
+      AND status = 'pending'
+      AND NOT awaits_predecessor
+      AND available_at <= now()
+      AND EXISTS (SELECT 1 FROM settings)
+    ORDER BY priority DESC, available_at, id
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+  ),
+  ranked AS (
+    SELECT c.*, row_number() OVER (
+             PARTITION BY c.concurrency_key ORDER BY c.priority DESC, c.available_at, c.id) AS rn,
+           greatest(0, (SELECT per_key FROM settings) - coalesce(k.running, 0)) AS room
+    FROM candidate AS c
+    LEFT JOIN ${s}.concurrency_keys AS k ON k.queue_name = $1 AND k.concurrency_key = c.concurrency_key
+  ),
+  pre AS (
+    SELECT id, concurrency_key, priority, available_at,
+           row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, available_at, id) AS rn
+    FROM (
+      SELECT * FROM ranked
+      WHERE concurrency_key IS NULL OR (SELECT per_key FROM settings) IS NULL OR rn <= room
+      ORDER BY priority DESC, available_at, id
+      LIMIT $3
+    ) AS first
+  ),
+  slots AS (
+    INSERT INTO ${s}.concurrency_keys AS k (queue_name, concurrency_key, running, granted)
+    SELECT $1, w.concurrency_key, w.n, w.n
+    FROM (SELECT concurrency_key, count(*)::int AS n FROM pre
+          WHERE concurrency_key IS NOT NULL AND (SELECT per_key FROM settings) IS NOT NULL
+          GROUP BY concurrency_key) AS w
+    ORDER BY w.concurrency_key
+    ON CONFLICT (queue_name, concurrency_key) DO UPDATE
+      SET granted = least(excluded.granted, greatest(0, (SELECT per_key FROM settings) - k.running)),
+          running = k.running + least(excluded.granted, greatest(0, (SELECT per_key FROM settings) - k.running))
+    RETURNING k.concurrency_key, k.granted
+  ),
+  chosen AS (
+    SELECT pre.id, pre.concurrency_key IS NOT NULL AND slots.concurrency_key IS NOT NULL AS counted
+    FROM pre
+    LEFT JOIN slots ON slots.concurrency_key = pre.concurrency_key
+    WHERE slots.concurrency_key IS NULL OR pre.rn <= slots.granted
+  )
+  UPDATE ${s}.jobs AS j
+  SET status = 'running',
+      attempt_count = j.attempt_count + 1,
+      lease_owner = $2,
+      lease_token = j.lease_token + 1,
+      lease_expires_at = now() + $4::double precision * interval '1 millisecond',
+      claimed_at = now(),
+      lease_extensions = 0,
+      holds_key_slot = chosen.counted
+  FROM chosen
+  WHERE j.id = chosen.id
+  RETURNING j.id, j.payload, j.lease_token, j.attempt_count, j.max_attempts, j.lease_expires_at,
+            j.priority, j.available_at`,
+);
+
+/** Claims like `claimJobs`, within the queue's per-key concurrency limit. */
+export async function claimJobsLimited(
+  db: Queryable,
+  schema: string,
+  params: { queue: string; owner: string; limit: number; leaseMs: number },
+): Promise<ClaimedRow[]> {
+  // The window passes over jobs of saturated keys; wider costs more locks per claim.
+  const window = Math.min(1000, Math.max(4 * params.limit, 100));
+  const rows = await run<ClaimedRow>(db, JobClaimManyLimited(schema), [
+    params.queue,
+    params.owner,
+    params.limit,
+    params.leaseMs,
+    window,
+  ]);
+  if (rows.length > 1) rows.sort(byPreference);
+  return rows;
+}
