@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { adminCommands } from './admin-commands.js';
+import { checkCommand } from './commands/check.js';
+import { dashboardCommand } from './commands/dashboard.js';
 import { demoCommand } from './commands/demo.js';
+import { metricsCommand } from './commands/metrics.js';
 import { migrateCommand } from './commands/migrate.js';
 import { workCommand } from './commands/work.js';
 import type { Interrupt } from './interrupt.js';
@@ -23,6 +26,11 @@ Examples:
   $ leasehold demo`,
     );
   for (const command of adminCommands(interrupt)) program.addCommand(command);
+  // Observability: health rules, Prometheus gauges and the web dashboard.
+  program
+    .addCommand(checkCommand())
+    .addCommand(metricsCommand(interrupt))
+    .addCommand(dashboardCommand(interrupt));
   return program;
 }
 

@@ -1,0 +1,172 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { copyFileSync, cpSync, mkdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { databaseUrl, migratedClient, testPool, waitFor } from './support/db.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+// Compiled into a folder of this file's own, like test/cli.test.ts: dist/ may be rebuilt meanwhile.
+const buildDir = `${root}.tmp/obs-cli-test-${randomBytes(4).toString('hex')}`;
+const bin = `${buildDir}/dist/cli/main.js`;
+const children = new Set<ChildProcess>();
+
+beforeAll(async () => {
+  mkdirSync(buildDir, { recursive: true });
+  await promisify(execFile)(
+    process.execPath,
+    [
+      `${root}node_modules/typescript/bin/tsc`,
+      '-p',
+      `${root}tsconfig.build.json`,
+      '--outDir',
+      `${buildDir}/dist`,
+    ],
+    { cwd: root },
+  );
+  cpSync(`${root}src/migrations/sql`, `${buildDir}/dist/migrations/sql`, { recursive: true });
+  copyFileSync(`${root}package.json`, `${buildDir}/package.json`);
+}, 120_000);
+
+afterAll(() => {
+  for (const child of children) child.kill('SIGKILL');
+  rmSync(buildDir, { recursive: true, force: true });
+});
+
+interface Finished {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function startCli(args: string[]): { child: ChildProcess; stderr: () => string; exited: Promise<Finished> } {
+  const { DATABASE_URL: _ignored, ...env } = process.env;
+  const child = spawn(process.execPath, [bin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  const exited = new Promise<Finished>((resolve) => {
+    child.on('close', (code) => {
+      children.delete(child);
+      resolve({ code, stdout, stderr });
+    });
+  });
+  return { child, stderr: () => stderr, exited };
+}
+
+function runCli(args: string[]): Promise<Finished> {
+  return startCli(args).exited;
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('leasehold check', () => {
+  it('exits 0 with "ok" when every rule passes, and 1 with one line per failed rule', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(1);
+    const conn = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    const passing = await runCli(['check', '--max-oldest-age', '5m', '--max-dead', '0', ...conn]);
+    expect(passing).toMatchObject({ code: 0, stdout: 'ok\n' });
+
+    await lh.enqueue('late', {});
+    await pool.query(`UPDATE "${lh.schema}".jobs SET available_at = now() - interval '10 minutes'`);
+    await lh.enqueue('broken', {});
+    const [lease] = await lh.claim({ queue: 'broken', owner: 'w' });
+    await lh.fail(lease!, new Error('no'), { code: 'NO', retryable: false });
+
+    const failing = await runCli(['check', '--max-oldest-age', '5m', '--max-dead', '0', ...conn]);
+    expect(failing.code).toBe(1);
+    const lines = failing.stdout.trim().split('\n');
+    expect(lines).toHaveLength(2);
+    // Queue by queue, in name order.
+    expect(lines[0]).toBe('FAIL maxDead: queue broken: 1 dead jobs (limit 0)');
+    expect(lines[1]).toMatch(/^FAIL maxOldestAgeMs: queue late: oldest claimable job has waited 10m/);
+
+    const json = await runCli(['check', '--max-dead', '0', '--json', ...conn]);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({
+      ok: false,
+      failures: [{ rule: 'maxDead', message: 'queue broken: 1 dead jobs (limit 0)' }],
+    });
+  }, 60_000);
+
+  it('refuses to run without a rule, in one line', async () => {
+    const lh = await migratedClient();
+    const result = await runCli(['check', '--database-url', databaseUrl(), '--schema', lh.schema]);
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toBe(
+      'leasehold: give at least one rule, e.g. --max-oldest-age 5m or --max-dead 0',
+    );
+  });
+});
+
+describe('leasehold metrics', () => {
+  it('serves the database gauges at /metrics until interrupted', async () => {
+    const lh = await migratedClient();
+    await lh.enqueueMany('scraped', [{ payload: 1 }, { payload: 2 }]);
+    const port = await freePort();
+    const run = startCli([
+      'metrics',
+      '--port',
+      String(port),
+      '--database-url',
+      databaseUrl(),
+      '--schema',
+      lh.schema,
+    ]);
+    await waitFor(() => run.stderr().includes('serving metrics at'), { what: 'the metrics server' });
+    const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/plain');
+    const text = await res.text();
+    expect(text).toContain('leasehold_queue_pending_jobs{queue="scraped"} 2');
+    expect(text).toContain('leasehold_queue_dead_jobs{queue="scraped"} 0');
+    expect(text).toMatch(/leasehold_queue_oldest_claimable_age_seconds\{queue="scraped"\} \d/);
+    expect((await fetch(`http://127.0.0.1:${port}/other`)).status).toBe(404);
+    run.child.kill('SIGTERM');
+    expect((await run.exited).code).toBe(0);
+  });
+});
+
+describe('leasehold dashboard', () => {
+  it('serves the dashboard on loopback, and refuses another host without a token', async () => {
+    const lh = await migratedClient();
+    await lh.enqueue('shown', {});
+    const conn = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    const refused = await runCli([
+      'dashboard',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      String(await freePort()),
+      ...conn,
+    ]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/must require a token \(--token\)/);
+
+    const port = await freePort();
+    const run = startCli(['dashboard', '--port', String(port), ...conn]);
+    await waitFor(() => run.stderr().includes('dashboard at'), { what: 'the dashboard' });
+    expect(run.stderr()).toContain(`dashboard at http://127.0.0.1:${port}/`);
+    const overview = (await (await fetch(`http://127.0.0.1:${port}/api/overview`)).json()) as {
+      queues: unknown[];
+    };
+    expect(overview.queues).toEqual([expect.objectContaining({ queue: 'shown', pending: 1 })]);
+    run.child.kill('SIGTERM');
+    expect((await run.exited).code).toBe(0);
+  });
+});

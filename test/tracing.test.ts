@@ -1,0 +1,202 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import * as otel from '@opentelemetry/api';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migratedClient, testPool, waitFor } from './support/db.js';
+import { started } from './support/worker.js';
+
+interface Recorded {
+  name: string;
+  kind: otel.SpanKind;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | undefined;
+  attributes: otel.Attributes;
+  status: otel.SpanStatus;
+  ended: boolean;
+}
+
+// A minimal recording SDK for the test: an AsyncLocalStorage context manager and a tracer that
+// keeps every span in memory (the real SDK is not a dependency of Leasehold).
+const spans: Recorded[] = [];
+
+class RecordingSpan implements otel.Span {
+  constructor(
+    private readonly record: Recorded,
+    private readonly ctx: otel.SpanContext,
+  ) {}
+  spanContext(): otel.SpanContext {
+    return this.ctx;
+  }
+  setAttribute(key: string, value: otel.SpanAttributeValue): this {
+    this.record.attributes[key] = value;
+    return this;
+  }
+  setAttributes(attributes: otel.SpanAttributes): this {
+    Object.assign(this.record.attributes, attributes);
+    return this;
+  }
+  addEvent(): this {
+    return this;
+  }
+  addLink(): this {
+    return this;
+  }
+  addLinks(): this {
+    return this;
+  }
+  setStatus(status: otel.SpanStatus): this {
+    this.record.status = status;
+    return this;
+  }
+  updateName(name: string): this {
+    this.record.name = name;
+    return this;
+  }
+  end(): void {
+    this.record.ended = true;
+  }
+  isRecording(): boolean {
+    return !this.record.ended;
+  }
+  recordException(): void {}
+}
+
+const tracer: otel.Tracer = {
+  startSpan(name, options = {}, ctx = otel.context.active()) {
+    const parent = otel.trace.getSpanContext(ctx);
+    const spanContext = {
+      traceId: parent?.traceId ?? randomBytes(16).toString('hex'),
+      spanId: randomBytes(8).toString('hex'),
+      traceFlags: otel.TraceFlags.SAMPLED,
+    };
+    const record: Recorded = {
+      name,
+      kind: options.kind ?? otel.SpanKind.INTERNAL,
+      traceId: spanContext.traceId,
+      spanId: spanContext.spanId,
+      parentSpanId: parent?.spanId,
+      attributes: { ...options.attributes },
+      status: { code: otel.SpanStatusCode.UNSET },
+      ended: false,
+    };
+    spans.push(record);
+    return new RecordingSpan(record, spanContext);
+  },
+  startActiveSpan(name: string, ...rest: unknown[]) {
+    const fn = rest.at(-1) as (span: otel.Span) => unknown;
+    const span = this.startSpan(name);
+    return otel.context.with(otel.trace.setSpan(otel.context.active(), span), () => fn(span));
+  },
+} as otel.Tracer;
+
+class AlsContextManager implements otel.ContextManager {
+  readonly #storage = new AsyncLocalStorage<otel.Context>();
+  active(): otel.Context {
+    return this.#storage.getStore() ?? otel.ROOT_CONTEXT;
+  }
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    context: otel.Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
+    return this.#storage.run(context, () => fn.call(thisArg, ...args));
+  }
+  bind<T>(_context: otel.Context, target: T): T {
+    return target;
+  }
+  enable(): this {
+    return this;
+  }
+  disable(): this {
+    this.#storage.disable();
+    return this;
+  }
+}
+
+beforeAll(() => {
+  otel.context.setGlobalContextManager(new AlsContextManager());
+  otel.trace.setGlobalTracerProvider({ getTracer: () => tracer });
+});
+
+afterAll(() => {
+  otel.trace.disable();
+  otel.context.disable();
+});
+
+describe('OpenTelemetry spans', () => {
+  it('carries the trace from enqueue to the handler: enqueue, claim and process spans, no payload', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(1);
+    const request = tracer.startSpan('POST /signup');
+    const { id } = await otel.context.with(otel.trace.setSpan(otel.context.active(), request), () =>
+      lh.enqueue('traced', { email: 'secret@example.com' }),
+    );
+    request.end();
+    const { rows } = await pool.query(`SELECT traceparent FROM "${lh.schema}".jobs WHERE id = $1`, [id]);
+    const enqueue = spans.find((s) => s.name === 'leasehold.enqueue');
+    expect(enqueue).toMatchObject({
+      kind: otel.SpanKind.PRODUCER,
+      traceId: request.spanContext().traceId,
+      parentSpanId: request.spanContext().spanId,
+      attributes: { 'messaging.destination.name': 'traced', 'messaging.batch.message_count': 1 },
+      ended: true,
+    });
+    expect(rows[0].traceparent).toBe(`00-${enqueue?.traceId}-${enqueue?.spanId}-01`);
+
+    let innerTrace: otel.SpanContext | undefined;
+    const worker = lh.worker({
+      queues: {
+        traced: async () => {
+          // The handler's own spans join the producer's trace.
+          const inner = tracer.startSpan('send welcome email');
+          innerTrace = inner.spanContext();
+          inner.end();
+        },
+      },
+    });
+    await started(worker);
+    await waitFor(() => worker.counters.completed === 1, { what: 'the traced job' });
+    await worker.stop();
+
+    const processSpan = spans.find((s) => s.name === 'leasehold.process');
+    expect(processSpan).toMatchObject({
+      kind: otel.SpanKind.CONSUMER,
+      traceId: enqueue?.traceId,
+      parentSpanId: enqueue?.spanId,
+      attributes: {
+        'messaging.destination.name': 'traced',
+        'messaging.message.id': id,
+        'leasehold.attempt': 1,
+      },
+      ended: true,
+    });
+    expect(innerTrace?.traceId).toBe(enqueue?.traceId);
+    expect(spans.find((s) => s.name === 'send welcome email')?.parentSpanId).toBe(processSpan?.spanId);
+    expect(
+      spans.some((s) => s.name === 'leasehold.claim' && s.attributes['messaging.batch.message_count'] === 1),
+    ).toBe(true);
+    expect(JSON.stringify(spans)).not.toContain('secret@example.com');
+  });
+
+  it('marks a failed handler span with the error code only', async () => {
+    const lh = await migratedClient({ backoff: { baseMs: 0, maxMs: 0 } });
+    await lh.enqueue('traced-fail', { card: '4111' }, { maxAttempts: 1 });
+    const worker = lh.worker({
+      queues: {
+        'traced-fail': async () => {
+          throw Object.assign(new Error('card 4111 declined'), { code: 'DECLINED' });
+        },
+      },
+    });
+    await started(worker);
+    await waitFor(() => worker.counters.dead === 1, { what: 'the failed job' });
+    await worker.stop();
+    const failed = spans.filter(
+      (s) => s.name === 'leasehold.process' && s.attributes['messaging.destination.name'] === 'traced-fail',
+    );
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.status).toEqual({ code: otel.SpanStatusCode.ERROR, message: 'DECLINED' });
+  });
+});
