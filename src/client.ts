@@ -53,7 +53,7 @@ import { describeError } from './runtime/error-details.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import { completeJobs } from './storage/complete.js';
 import type { Queryable } from './storage/db.js';
-import { insertJob, insertJobs, type NewJob } from './storage/enqueue.js';
+import { insertJob, insertJobs, type NewJob, notifyQueue } from './storage/enqueue.js';
 import { insertKeyedJob } from './storage/enqueue-keyed.js';
 import { insertOrderedJobs } from './storage/enqueue-ordered.js';
 import { type FailOutcome, failJobs } from './storage/fail.js';
@@ -73,6 +73,7 @@ import {
   scheduleFromOptions,
   serialisePayload,
 } from './validation.js';
+import { WakeupCoalescer } from './wakeup-coalescer.js';
 
 export type {
   ClaimOptions,
@@ -85,6 +86,9 @@ export type {
 } from './client-options.js';
 
 const PRIORITY_LIMIT = 1_000_000;
+
+/** Window within which autocommit enqueues of one queue share a single wake-up notification. */
+const WAKEUP_WINDOW_MS = 3;
 
 /**
  * The Leasehold client: enqueue work, claim it under an expiring lease, and report outcomes that
@@ -102,6 +106,10 @@ export class Leasehold {
   /** Default retention of succeeded jobs, in ms. */
   readonly succeededRetentionMs: number;
   readonly #ownsPool: boolean;
+  // Autocommit enqueues share one wake-up per queue per window (see wakeup-coalescer.ts).
+  readonly #wakeups = new WakeupCoalescer(WAKEUP_WINDOW_MS, (queue) =>
+    notifyQueue(this.pool, this.schema, queue),
+  );
   readonly #claims: ClaimRouter;
 
   constructor(options: LeaseholdOptions = {}) {
@@ -151,6 +159,7 @@ export class Leasehold {
 
   /** Ends the pool if Leasehold created it. */
   async close(): Promise<void> {
+    await this.#wakeups.flush();
     if (this.#ownsPool) await this.pool.end();
   }
 
@@ -181,7 +190,13 @@ export class Leasehold {
       const [id] = await insertOrderedJobs(db, this.schema, queue, [job]);
       return { id: id as string, created: true };
     }
-    const id = await insertJob(db, this.schema, queue, job);
+    if (options.client) {
+      // Inside the caller's transaction: notify in it, delivered on its commit.
+      return { id: await insertJob(db, this.schema, queue, job), created: true };
+    }
+    const notify = this.#wakeups.notifyInline(queue);
+    const id = await insertJob(db, this.schema, queue, job, { notify });
+    if (!notify) this.#wakeups.quietInsertCommitted(queue);
     return { id, created: true };
   }
 

@@ -23,6 +23,23 @@ const JobInsert = defineStatement(
 );
 
 /**
+ * JobInsertQuiet: (nothing) -> pending, without a notification. Used by autocommit enqueues that
+ * a coalesced wake-up will announce after they commit (see src/wakeup-coalescer.ts): a notifying
+ * transaction takes a database-wide lock at commit, so notifying on every insert would keep
+ * concurrent enqueues from sharing a WAL flush.
+ */
+const JobInsertQuiet = defineStatement(
+  'enqueue_one_quiet',
+  (s) => `
+  INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
+  VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $7)
+  RETURNING id`,
+);
+
+/** WakeupNotify: wakes the listeners of one queue, in its own (autocommit) transaction. */
+const WakeupNotify = defineStatement('wakeup_notify', () => 'SELECT pg_notify($1, $2)');
+
+/**
  * JobInsertMany: (nothing) -> pending, for a whole batch in one statement.
  * Payloads travel as one JSON array and the other columns as arrays, zipped by ROWS FROM.
  * Ids come back in input order: identity values are drawn in insertion order.
@@ -61,8 +78,26 @@ export interface NewJob {
   concurrencyKey: string | null;
 }
 
-/** Inserts one job; returns its id. */
-export async function insertJob(db: Queryable, schema: string, queue: string, job: NewJob): Promise<string> {
+/** Inserts one job; returns its id. `notify: false` leaves the wake-up to the caller. */
+export async function insertJob(
+  db: Queryable,
+  schema: string,
+  queue: string,
+  job: NewJob,
+  { notify = true }: { notify?: boolean } = {},
+): Promise<string> {
+  if (!notify) {
+    const quiet = await run<{ id: string }>(db, JobInsertQuiet(schema), [
+      queue,
+      job.payloadJson,
+      job.priority,
+      job.runAt,
+      job.delayMs,
+      job.maxAttempts,
+      job.concurrencyKey,
+    ]);
+    return quiet[0]?.id as string;
+  }
   const rows = await run<{ id: string }>(db, JobInsert(schema), [
     queue,
     job.payloadJson,
@@ -74,6 +109,11 @@ export async function insertJob(db: Queryable, schema: string, queue: string, jo
     job.concurrencyKey,
   ]);
   return rows[0]?.id as string;
+}
+
+/** Wakes the listeners of `queue` (its own transaction). */
+export async function notifyQueue(db: Queryable, schema: string, queue: string): Promise<void> {
+  await run(db, WakeupNotify(schema), [wakeupChannel(schema), queue]);
 }
 
 /** Inserts many jobs of one queue in one statement (all or nothing); returns ids in input order. */
