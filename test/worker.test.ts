@@ -1,13 +1,15 @@
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import {
   type AbortReason,
   type JobContext,
+  Leasehold,
   PermanentError,
   RetryableError,
   SnoozeError,
   ValidationError,
 } from '../src/index.js';
-import { countByStatus, migratedClient, testPool, waitFor } from './support/db.js';
+import { countByStatus, databaseUrl, migratedClient, testPool, waitFor } from './support/db.js';
 import { deferred, started } from './support/worker.js';
 
 const noBackoff = { baseMs: 0, maxMs: 0 };
@@ -400,6 +402,40 @@ describe('worker', () => {
     });
     const [again] = await lh.claim({ queue: 'drain', owner: 'next' });
     expect(again?.jobId).toBe(ids[1]);
+  });
+
+  it('stop() returns even when the database never answers the outcome writes, leaving the job to recovery', async () => {
+    const setup = await migratedClient();
+    // Every completion fails as if the server were unreachable; everything else works.
+    class CompletionRefusingPool extends pg.Pool {
+      override query(config: unknown, values?: unknown): never {
+        const name = (config as { name?: string } | null)?.name ?? '';
+        if (name.includes('complete_jobs'))
+          return Promise.reject(new Error('injected: server gone')) as never;
+        return (super.query as (c: unknown, v?: unknown) => never)(config, values);
+      }
+    }
+    const pool = new CompletionRefusingPool({ connectionString: databaseUrl(), max: 4 });
+    const lh = new Leasehold({ pool, schema: setup.schema });
+    const { id } = await lh.enqueue('unreachable', {});
+    const ran = deferred();
+    const worker = lh.worker({
+      queues: { unreachable: async () => ran.resolve() },
+      shutdownTimeoutMs: 300,
+      recoveryIntervalMs: 0,
+    });
+    const errors: unknown[] = [];
+    worker.on('error', (err) => errors.push(err));
+    try {
+      await started(worker);
+      await ran.promise;
+      await worker.stop();
+      expect(errors.some((err) => String(err).includes('abandoned'))).toBe(true);
+      // Nothing was written: the job is still running under its lease, for the sweep to return.
+      expect((await setup.getJob(id))?.status).toBe('running');
+    } finally {
+      await pool.end();
+    }
   });
 
   it('a NOTIFY wakes an idle worker long before its poll interval', async () => {

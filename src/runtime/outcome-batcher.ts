@@ -27,6 +27,7 @@ export class OutcomeBatcher {
   #flushing: Promise<void> | null = null;
   #failures = 0;
   #idle: (() => void)[] = [];
+  #abandoned = false;
 
   constructor(
     private readonly db: Queryable,
@@ -62,6 +63,19 @@ export class OutcomeBatcher {
     return new Promise((resolve) => this.#idle.push(resolve));
   }
 
+  /**
+   * Gives up on every write not yet answered (the database is unreachable at shutdown): each
+   * resolves as `lost` and none is retried. Their leases expire and the recovery sweep returns the
+   * jobs, so nothing is lost, only run again. A flush already in flight may still land.
+   */
+  abandon(): void {
+    this.#abandoned = true;
+    for (const list of [this.#completes, this.#fails, this.#snoozes] as Pending<unknown>[][]) {
+      for (const p of list.splice(0)) settle(p, 'lost');
+    }
+    for (const resolve of this.#idle.splice(0)) resolve();
+  }
+
   #queue<T>(list: Pending<T>[], ref: T): Promise<OutcomeResult> {
     return new Promise((resolve) => {
       list.push({ ref, resolve });
@@ -70,6 +84,10 @@ export class OutcomeBatcher {
   }
 
   #schedule(): void {
+    if (this.#abandoned) {
+      this.abandon();
+      return;
+    }
     if (this.#scheduled || this.#flushing) return;
     this.#scheduled = true;
     const start = () => {

@@ -238,8 +238,23 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       // Hand the lease back: pending now, attempt refunded, since the job did not fail.
       releases.push(this.#batcher.snooze({ ...job.lease, delayMs: 0, handBack: 'shutdown' }));
     }
-    await Promise.all([...releases, ...handedBack]);
-    await this.#batcher.drained();
+    // Outcome writes get their own grace period; if the database does not answer them in time,
+    // stop() still returns: those jobs' leases expire and the recovery sweep takes them back.
+    const written = Promise.all([...releases, ...handedBack]).then(() => this.#batcher.drained());
+    let writeTimer: NodeJS.Timeout | undefined;
+    const gaveUp = await Promise.race([
+      written.then(() => false),
+      new Promise<boolean>((resolve) => {
+        writeTimer = setTimeout(() => resolve(true), Math.max(1000, this.#options.shutdownTimeoutMs));
+      }),
+    ]);
+    clearTimeout(writeTimer);
+    if (gaveUp) {
+      this.#batcher.abandon();
+      this.#reportError(
+        new Error('stop(): outcome writes unanswered at shutdown were abandoned; their leases will expire'),
+      );
+    }
     this.#keeper.stop();
     this.#removeSignalHandlers?.();
     this.#removeSignalHandlers = null;
