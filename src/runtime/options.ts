@@ -73,7 +73,7 @@ export interface WorkerOptions {
    * `agingIntervalMs`, and repair of ordering keys. 0 disables it.
    */
   agingPassIntervalMs?: number;
-  /** Largest claim batch (default 100, at most 1000); a claim never exceeds free slots. */
+  /** Largest claim batch (default 500, at most 1000); a claim never exceeds free slots plus prefetch. */
   claimBatchSize?: number;
   /** Wait this long to gather outcome writes into one statement (default 0: next tick). */
   outcomeBatchDelayMs?: number;
@@ -101,7 +101,7 @@ export const WORKER_DEFAULTS = {
   recoveryIntervalMs: 1000,
   pruneIntervalMs: 60_000,
   agingPassIntervalMs: 1000,
-  claimBatchSize: 100,
+  claimBatchSize: 500,
   outcomeBatchDelayMs: 0,
 };
 
