@@ -29,10 +29,12 @@ async function fillTo(lh, pool, target) {
   await pool.query(`VACUUM ANALYZE ${SCHEMA}.jobs`);
 }
 
-async function measure(lh) {
+async function measure(lh, size) {
   const claims = [];
   const completions = [];
-  for (let round = 0; round < ROUNDS; round++) {
+  // Never drain more than half the backlog, so the smallest size is measured at its size too.
+  const rounds = Math.max(5, Math.min(ROUNDS, Math.floor(size / BATCH / 2)));
+  for (let round = 0; round < rounds; round++) {
     let started = performance.now();
     const leases = await lh.claim({ queue: 'scale', owner: 'scale-bench', limit: BATCH, leaseMs: 60_000 });
     claims.push(performance.now() - started);
@@ -45,46 +47,34 @@ async function measure(lh) {
   return { claimMs: median(claims), completeMs: median(completions) };
 }
 
-async function explain(pool) {
-  const client = await pool.connect();
+// EXPLAINs the library's own prepared statements, so the plans shown are the ones that run:
+// the client has a single connection, on which claim and completion were already prepared.
+async function explain(lh) {
+  const prepared = async (prefix) => {
+    const { rows } = await lh.pool.query(
+      `SELECT name FROM pg_prepared_statements WHERE name LIKE $1 || '%' ORDER BY prepare_time DESC LIMIT 1`,
+      [prefix],
+    );
+    if (!rows[0]) throw new Error(`statement ${prefix} was not prepared on this connection`);
+    return rows[0].name;
+  };
+  const claimName = await prepared('leasehold_claim_jobs_');
+  const completeName = await prepared('leasehold_complete_jobs_');
+  const client = await lh.pool.connect();
   try {
     await client.query('BEGIN');
-    const claim = await client.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
-      WITH candidate AS (
-        SELECT id FROM ${SCHEMA}.jobs
-        WHERE queue_name = 'scale' AND status = 'pending' AND available_at <= now()
-        ORDER BY priority DESC, available_at, id
-        LIMIT ${BATCH}
-        FOR UPDATE SKIP LOCKED
-      )
-      UPDATE ${SCHEMA}.jobs AS j
-      SET status = 'running', attempt_count = j.attempt_count + 1, lease_owner = 'explain',
-          lease_token = j.lease_token + 1, lease_expires_at = now() + interval '60 seconds', claimed_at = now()
-      FROM candidate WHERE j.id = candidate.id
-      RETURNING j.id, j.lease_token`);
+    const claim = await client.query(
+      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE ${claimName}('scale', 'explain', ${BATCH}, 60000)`,
+    );
     const { rows } = await client.query(
       `SELECT array_agg(id) AS ids, array_agg(lease_token) AS tokens FROM ${SCHEMA}.jobs WHERE lease_owner = 'explain'`,
     );
+    const ids = `ARRAY[${rows[0].ids.join(',')}]::bigint[]`;
+    const tokens = `ARRAY[${rows[0].tokens.join(',')}]::bigint[]`;
+    const owners = `array_fill('explain'::text, ARRAY[${rows[0].ids.length}])`;
+    const queues = `array_fill('scale'::text, ARRAY[${rows[0].ids.length}])`;
     const complete = await client.query(
-      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
-      WITH input AS (
-        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS t(id, token, owner, queue_name)
-      ),
-      changed AS (
-        DELETE FROM ${SCHEMA}.jobs AS j USING input
-        WHERE j.id = input.id AND j.status = 'running' AND j.lease_owner = input.owner
-          AND j.lease_token = input.token AND j.lease_expires_at > now()
-        RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
-                  j.lease_token, j.created_at, j.claimed_at
-      ),
-      finished AS (
-        INSERT INTO ${SCHEMA}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
-                                             lease_token, created_at, claimed_at, finished_at)
-        SELECT id, queue_name, priority, attempt_count, max_attempts, lease_owner, lease_token, created_at, claimed_at, now()
-        FROM changed
-      )
-      SELECT id FROM changed`,
-      [rows[0].ids, rows[0].tokens, rows[0].ids.map(() => 'explain'), rows[0].ids.map(() => 'scale')],
+      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE ${completeName}(${ids}, ${tokens}, ${owners}, ${queues}, '${SCHEMA}_wakeup')`,
     );
     await client.query('ROLLBACK');
     return {
@@ -99,14 +89,14 @@ async function explain(pool) {
 const server = process.env.DATABASE_URL ? null : await startEmbeddedPostgres();
 const connectionString = process.env.DATABASE_URL ?? server.connectionString;
 const pool = new pg.Pool({ connectionString, max: 2 });
-const lh = new Leasehold({ connectionString, schema: SCHEMA, poolSize: 2 });
+const lh = new Leasehold({ connectionString, schema: SCHEMA, poolSize: 1 });
 try {
   await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
   await lh.migrate();
   const results = [];
   for (const size of SIZES) {
     await fillTo(lh, pool, size);
-    const result = await measure(lh);
+    const result = await measure(lh, size);
     results.push({ size, ...result });
     console.error(
       `pending ${size}: claim ${result.claimMs.toFixed(2)} ms, complete ${result.completeMs.toFixed(2)} ms`,
@@ -122,7 +112,7 @@ try {
       `| ${r.size.toLocaleString('en')} | ${r.claimMs.toFixed(2)} | ${(r.claimMs / base.claimMs).toFixed(2)}× | ${r.completeMs.toFixed(2)} | ${(r.completeMs / base.completeMs).toFixed(2)}× |`,
     );
   }
-  const plans = await explain(pool);
+  const plans = await explain(lh);
   console.log(
     `\nClaim of ${BATCH} at ${SIZES.at(-1).toLocaleString('en')} pending:\n\n\`\`\`\n${plans.claim}\n\`\`\``,
   );
