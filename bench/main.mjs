@@ -9,6 +9,7 @@ import { formatTable } from './report.mjs';
 import { openServer } from './server.mjs';
 import { measureEnqueueMany, measureEnqueueOne } from './workloads/enqueue.mjs';
 import { measureLatency } from './workloads/latency.mjs';
+import { measureOrdering } from './workloads/ordering.mjs';
 import { liveChildren } from './workloads/processing.mjs';
 import { measureProcessingMatrix } from './workloads/processing-matrix.mjs';
 
@@ -88,6 +89,22 @@ async function main() {
           theirsLabel: 'raw LISTEN + claim',
           theirs: r.baseline[p],
           kind: 'latency',
+        });
+      }
+    }
+    if (options.workloads.has('ordering')) {
+      const jobs = Math.min(options.processJobs, 20_000);
+      log(
+        `ordering: ${jobs} jobs claimed by 4 claimers, plain vs ordering keys vs per-key limits, ×${options.reps}`,
+      );
+      const rates = await measureOrdering(server.connectionString, { jobs, rounds: options.reps });
+      for (const name of ['ordering keys', 'per-key limit']) {
+        rows.push({
+          workload: `Claim + complete with ${name} (${jobs} jobs, 4 claimers, batches of 100)`,
+          ours: rates[name],
+          theirsLabel: 'Leasehold plain claims, same jobs without keys',
+          theirs: rates.plain,
+          kind: 'throughput',
         });
       }
     }

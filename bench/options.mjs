@@ -2,7 +2,7 @@
 // that never ends; defaults are sized for a default run of about 2–3 minutes on 2 cores.
 import { parseArgs } from 'node:util';
 
-const WORKLOADS = ['enqueue', 'many', 'process', 'latency'];
+const WORKLOADS = ['enqueue', 'many', 'process', 'latency', 'ordering'];
 
 /** Flag name -> [default, smallest, largest]. */
 const INTEGER_FLAGS = {
