@@ -55,6 +55,33 @@ async function countsOf(queue: string): Promise<{ pending: number; running: numb
 }
 
 describe('dashboard in a real browser (chromium)', () => {
+  it('lists ordering keys blocked by a dead head, with how many jobs wait and a link to the head', async () => {
+    await lh.enqueueMany('ledger', [
+      { payload: { n: 1 }, orderingKey: 'acct-7' },
+      { payload: { n: 2 }, orderingKey: 'acct-7' },
+      { payload: { n: 3 }, orderingKey: 'acct-7' },
+    ]);
+    const [head] = await lh.claim({ queue: 'ledger', owner: 'w' });
+    await lh.fail(head!, new Error('bad entry'), { code: 'BAD_ENTRY', retryable: false });
+    const page = await browser!.newPage({ viewport: { width: 1200, height: 700 } });
+    try {
+      await page.goto(`${dashboard!.url}/`);
+      const row = page.locator('#blocked tr[data-key="acct-7"]');
+      await row.waitFor();
+      const cells = await row.locator('td').allTextContents();
+      expect([cells[0], cells[1], cells[2], cells[4], cells[5]]).toEqual([
+        'ledger',
+        'acct-7',
+        head!.jobId,
+        '2',
+        'BAD_ENTRY',
+      ]);
+      expect(await row.locator('a').getAttribute('href')).toBe(`/jobs/${head!.jobId}`);
+    } finally {
+      await page.close();
+    }
+  });
+
   it('shows queue numbers that match the database, opens a dead job, replays it and sees it run', async () => {
     // reports: 3 pending, 1 running. mail: 1 dead job whose handler fails once, then succeeds.
     await lh.enqueueMany('reports', [

@@ -133,7 +133,21 @@ async function overview() {
         'completed / min', 'throughput (last minutes)', 'state'].map((h) => el('th', {}, h)))),
       el('tbody', {}, ...rows)),
     el('p', { class: 'note' }, 'Paused queues: ' + (paused.length ? paused.join(', ') : 'none') +
-      '. Updated every 2 s from lh.stats().'));
+      '. Updated every 2 s from lh.stats().'),
+    el('h2', {}, 'Blocked ordering keys'),
+    data.blockedKeys.length === 0
+      ? el('p', { class: 'note', id: 'blocked-none' }, 'none: no ordering key waits behind a dead job')
+      : el('table', { id: 'blocked' },
+          el('thead', {}, el('tr', {}, ...['queue', 'key', 'dead head', 'blocked for', 'waiting', 'error']
+            .map((h) => el('th', {}, h)))),
+          el('tbody', {}, ...data.blockedKeys.map((k) =>
+            el('tr', { 'data-key': k.orderingKey },
+              el('td', {}, k.queue),
+              el('td', {}, k.orderingKey),
+              el('td', {}, el('a', { href: '/jobs/' + encodeURIComponent(k.headJobId) }, k.headJobId)),
+              el('td', { class: 'num' }, age(k.blockedMs)),
+              el('td', { class: 'num' }, k.waiting),
+              el('td', {}, k.lastErrorCode ?? ''))))));
   statusLine.textContent = 'updated ' + new Date(data.at).toLocaleTimeString();
 }
 

@@ -109,7 +109,10 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
   }
 
   async function overview() {
-    const stats = await lh.stats({ windowMs: 60_000 });
+    const [stats, blockedKeys] = await Promise.all([
+      lh.stats({ windowMs: 60_000 }),
+      lh.blockedKeys({ limit: 50 }),
+    ]);
     throughput.record(
       stats.at.getTime(),
       Object.fromEntries(stats.queues.map((q) => [q.queue, q.completedInWindow])),
@@ -119,6 +122,8 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
       queues: stats.queues,
       throughput: throughput.samples(),
       windowTruncated: stats.windowTruncated,
+      // Ordering keys held up by a dead head: replay or skip the head to unblock them.
+      blockedKeys,
     };
   }
 
