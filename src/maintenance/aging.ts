@@ -1,6 +1,6 @@
 import { agePendingJobs, listAgingQueues } from '../storage/aging.js';
 import type { Queryable } from '../storage/db.js';
-import { repairOrderingKeys } from '../storage/ordering.js';
+import { type OrderingKeyCursor, repairOrderingKeys, scanOrderingKeys } from '../storage/ordering.js';
 
 /** Default mean interval between aging passes of a worker, in ms. */
 export const DEFAULT_AGING_PASS_INTERVAL_MS = 1000;
@@ -10,6 +10,8 @@ export const DEFAULT_AGING_LIMIT = 1000;
 const MAX_AGING_QUEUES = 1000;
 /** Most ordering keys one pass repairs or removes. */
 const ORDERING_REPAIR_LIMIT = 1000;
+/** Ordering keys one pass re-checks in the paged scan for heads that are set but no longer live. */
+const ORDERING_SCAN_PAGE = 500;
 
 /** What one fairness maintenance pass did. */
 export interface AgingResult {
@@ -43,6 +45,8 @@ export class AgingService {
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<AgingResult | null> | null = null;
   #stopped = true;
+  // The paged scan resumes where the last pass stopped, so every key is re-checked in turn.
+  #scanCursor: OrderingKeyCursor = null;
 
   constructor(private readonly options: AgingServiceOptions) {}
 
@@ -54,7 +58,13 @@ export class AgingService {
       raised += await agePendingJobs(db, schema, queue, DEFAULT_AGING_LIMIT);
     }
     const repair = await repairOrderingKeys(db, schema, [], ORDERING_REPAIR_LIMIT);
-    const result = { raised, keysReleased: repair.released, keysRemoved: repair.removed };
+    const scan = await scanOrderingKeys(db, schema, ORDERING_SCAN_PAGE, this.#scanCursor);
+    this.#scanCursor = scan.next;
+    const result = {
+      raised,
+      keysReleased: repair.released + scan.result.released,
+      keysRemoved: repair.removed + scan.result.removed,
+    };
     if (raised + repair.released + repair.removed > 0) this.options.onAged?.(result);
     return result;
   }

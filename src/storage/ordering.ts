@@ -115,7 +115,9 @@ const REPAIR = (s: string, targetWhere: string, lock: string, limit: string, cha
          (SELECT count(*) FROM keys_released)::int AS released,
          (SELECT count(*) FROM idle)::int AS removed,
          (SELECT count(*) FROM next WHERE id IS NULL)::int AS missed,
-         ${orderingWakeups(channel)} AS woken`;
+         ${orderingWakeups(channel)} AS woken,
+         (SELECT lt.queue_name FROM target AS lt ORDER BY lt.queue_name DESC, lt.ordering_key DESC LIMIT 1) AS last_queue,
+         (SELECT lt.ordering_key FROM target AS lt ORDER BY lt.queue_name DESC, lt.ordering_key DESC LIMIT 1) AS last_key`;
 
 /**
  * OrderingKeyRepairListed: the repair for the keys a finishing statement reported ($1 queues, $2
@@ -138,6 +140,54 @@ const OrderingKeyRepairListed = defineStatement('repair_listed_ordering_keys', (
 const OrderingKeyRepairSweep = defineStatement('repair_headless_ordering_keys', (s) =>
   REPAIR(s, 'k.head_id IS NULL', 'FOR UPDATE OF k SKIP LOCKED', '$1', '$2'),
 );
+
+/**
+ * OrderingKeyRepairScan: the repair for up to $1 keys after the cursor ($3 queue, $4 key), in key
+ * order, whatever their head: it catches a key whose head is set but no longer live (a hand-over
+ * that made a just-cancelled job head, when the process died before its follow-up repair). Pages
+ * through ordering_keys by primary key; skips keys locked by a statement changing them.
+ */
+const OrderingKeyRepairScan = defineStatement('repair_scan_ordering_keys', (s) =>
+  REPAIR(
+    s,
+    '(k.queue_name, k.ordering_key) > ($3::text, $4::text)',
+    'FOR UPDATE OF k SKIP LOCKED',
+    '$1',
+    '$2',
+  ),
+);
+
+/** Where a paged scan of ordering keys stopped; null starts from the first key. */
+export type OrderingKeyCursor = { queue: string; key: string } | null;
+
+/**
+ * Repairs up to `limit` keys after `cursor`, whatever their head; returns what it did and the
+ * cursor of the next page (null once the scan wrapped around to the start).
+ */
+export async function scanOrderingKeys(
+  db: Queryable,
+  schema: string,
+  limit: number,
+  cursor: OrderingKeyCursor,
+): Promise<{ result: OrderingRepairResult; next: OrderingKeyCursor }> {
+  const rows = await run<OrderingRepairResult & { last_queue: string | null; last_key: string | null }>(
+    db,
+    OrderingKeyRepairScan(schema),
+    [limit, wakeupChannel(schema), cursor?.queue ?? '', cursor?.key ?? ''],
+  );
+  const row = rows[0];
+  const result = {
+    seen: row?.seen ?? 0,
+    released: row?.released ?? 0,
+    removed: row?.removed ?? 0,
+    missed: row?.missed ?? 0,
+  };
+  const next =
+    row && row.seen >= limit && row.last_queue !== null && row.last_key !== null
+      ? { queue: row.last_queue, key: row.last_key }
+      : null;
+  return { result, next };
+}
 
 /** What one repair pass did. */
 export interface OrderingRepairResult {
