@@ -1,6 +1,7 @@
 import { agePendingJobs, listAgingQueues } from '../storage/aging.js';
 import type { Queryable } from '../storage/db.js';
 import { type OrderingKeyCursor, repairOrderingKeys, scanOrderingKeys } from '../storage/ordering.js';
+import { PeriodicService } from './periodic-service.js';
 
 /** Default mean interval between aging passes of a worker, in ms. */
 export const DEFAULT_AGING_PASS_INTERVAL_MS = 1000;
@@ -41,17 +42,16 @@ export interface AgingServiceOptions {
  * enqueue made a statement miss, removing idle key rows on the way. Every statement is bounded and
  * takes rows SKIP LOCKED, so every worker runs one without a leader.
  */
-export class AgingService {
-  #timer: NodeJS.Timeout | null = null;
-  #running: Promise<AgingResult | null> | null = null;
-  #stopped = true;
+export class AgingService extends PeriodicService<AgingResult> {
   // The paged scan resumes where the last pass stopped, so every key is re-checked in turn.
   #scanCursor: OrderingKeyCursor = null;
 
-  constructor(private readonly options: AgingServiceOptions) {}
+  constructor(private readonly options: AgingServiceOptions) {
+    super(options.intervalMs, options.onError);
+  }
 
   /** Runs one pass now. */
-  async runOnce(): Promise<AgingResult> {
+  override async runOnce(): Promise<AgingResult> {
     const { db, schema } = this.options;
     let raised = 0;
     for (const queue of await listAgingQueues(db, schema, MAX_AGING_QUEUES)) {
@@ -67,37 +67,5 @@ export class AgingService {
     };
     if (raised + repair.released + repair.removed > 0) this.options.onAged?.(result);
     return result;
-  }
-
-  /** Starts the timer. */
-  start(): void {
-    if (!this.#stopped) return;
-    this.#stopped = false;
-    this.#scheduleNext();
-  }
-
-  /** Stops the timer and waits for a pass in progress. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
-    await this.#running;
-  }
-
-  #scheduleNext(): void {
-    if (this.#stopped) return;
-    const wait = this.options.intervalMs * (0.75 + Math.random() * 0.5);
-    this.#timer = setTimeout(() => {
-      this.#running = this.runOnce()
-        .catch((err: unknown) => {
-          this.options.onError?.(err);
-          return null;
-        })
-        .finally(() => {
-          this.#running = null;
-          this.#scheduleNext();
-        });
-    }, wait);
-    this.#timer.unref();
   }
 }

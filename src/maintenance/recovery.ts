@@ -1,3 +1,5 @@
+import { PeriodicService } from './periodic-service.js';
+
 /** What one recovery pass moved. */
 export interface RecoveryResult {
   /** Expired leases returned to `pending`. */
@@ -24,49 +26,15 @@ export interface RecoveryServiceOptions {
  * neither collide nor touch renewed or completed jobs, and no leader is needed. The jitter keeps
  * many processes from sweeping in lockstep.
  */
-export class RecoveryService {
-  #timer: NodeJS.Timeout | null = null;
-  #running: Promise<RecoveryResult | null> | null = null;
-  #stopped = true;
-
-  constructor(private readonly options: RecoveryServiceOptions) {}
+export class RecoveryService extends PeriodicService<RecoveryResult> {
+  constructor(private readonly options: RecoveryServiceOptions) {
+    super(options.intervalMs, options.onError);
+  }
 
   /** Runs one pass now. */
-  async runOnce(): Promise<RecoveryResult> {
+  override async runOnce(): Promise<RecoveryResult> {
     const result = await this.options.recover();
     if (result.retried + result.dead > 0) this.options.onRecovered?.(result);
     return result;
-  }
-
-  /** Starts the timer. */
-  start(): void {
-    if (!this.#stopped) return;
-    this.#stopped = false;
-    this.#scheduleNext();
-  }
-
-  /** Stops the timer and waits for a pass in progress. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
-    await this.#running;
-  }
-
-  #scheduleNext(): void {
-    if (this.#stopped) return;
-    const wait = this.options.intervalMs * (0.75 + Math.random() * 0.5);
-    this.#timer = setTimeout(() => {
-      this.#running = this.runOnce()
-        .catch((err: unknown) => {
-          this.options.onError?.(err);
-          return null;
-        })
-        .finally(() => {
-          this.#running = null;
-          this.#scheduleNext();
-        });
-    }, wait);
-    this.#timer.unref();
   }
 }

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Queryable } from '../storage/db.js';
 import { releaseMaintenanceLock, tryMaintenanceLock } from '../storage/maintenance-lock.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
+import { PeriodicService } from './periodic-service.js';
 
 /** Succeeded jobs are kept this long by default (per queue: `configureQueue`'s `succeededRetentionMs`). */
 export const DEFAULT_SUCCEEDED_RETENTION_MS = 3_600_000;
@@ -84,15 +85,13 @@ export interface RetentionServiceOptions {
  * with SKIP LOCKED) but would only repeat each other's scans. A crashed holder's lock ends with its
  * connection.
  */
-export class RetentionService {
-  #timer: NodeJS.Timeout | null = null;
-  #running: Promise<PruneResult | null> | null = null;
-  #stopped = true;
-
-  constructor(private readonly options: RetentionServiceOptions) {}
+export class RetentionService extends PeriodicService<PruneResult> {
+  constructor(private readonly options: RetentionServiceOptions) {
+    super(options.intervalMs, options.onError);
+  }
 
   /** Runs one pass now (or reports it skipped when another process is pruning). */
-  async runOnce(): Promise<PruneResult> {
+  override async runOnce(): Promise<PruneResult> {
     const { pool, schema } = this.options;
     const client = await pool.connect();
     let broken: Error | undefined;
@@ -114,37 +113,5 @@ export class RetentionService {
     } finally {
       client.release(broken);
     }
-  }
-
-  /** Starts the timer. */
-  start(): void {
-    if (!this.#stopped) return;
-    this.#stopped = false;
-    this.#scheduleNext();
-  }
-
-  /** Stops the timer and waits for a pass in progress. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
-    await this.#running;
-  }
-
-  #scheduleNext(): void {
-    if (this.#stopped) return;
-    const wait = this.options.intervalMs * (0.75 + Math.random() * 0.5);
-    this.#timer = setTimeout(() => {
-      this.#running = this.runOnce()
-        .catch((err: unknown) => {
-          this.options.onError?.(err);
-          return null;
-        })
-        .finally(() => {
-          this.#running = null;
-          this.#scheduleNext();
-        });
-    }, wait);
-    this.#timer.unref();
   }
 }

@@ -1,0 +1,50 @@
+/**
+ * The skeleton every maintenance service shares: a `runOnce()` pass, repeated on a timer whose
+ * every wait is jittered by ±25% so that many processes do not run in lockstep, with failures
+ * reported and the timer kept going. `stop()` waits for a pass in progress.
+ */
+export abstract class PeriodicService<Result> {
+  #timer: NodeJS.Timeout | null = null;
+  #running: Promise<Result | null> | null = null;
+  #stopped = true;
+
+  constructor(
+    private readonly intervalMs: number,
+    private readonly onPassError?: (err: unknown) => void,
+  ) {}
+
+  /** Runs one pass now. */
+  abstract runOnce(): Promise<Result>;
+
+  /** Starts the timer. */
+  start(): void {
+    if (!this.#stopped) return;
+    this.#stopped = false;
+    this.#scheduleNext();
+  }
+
+  /** Stops the timer and waits for a pass in progress. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    await this.#running;
+  }
+
+  #scheduleNext(): void {
+    if (this.#stopped) return;
+    const wait = this.intervalMs * (0.75 + Math.random() * 0.5);
+    this.#timer = setTimeout(() => {
+      this.#running = this.runOnce()
+        .catch((err: unknown) => {
+          this.onPassError?.(err);
+          return null;
+        })
+        .finally(() => {
+          this.#running = null;
+          this.#scheduleNext();
+        });
+    }, wait);
+    this.#timer.unref();
+  }
+}
