@@ -1,41 +1,30 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerModuleFrom } from '../src/cli/worker-module.js';
 import { buildReport, type ReportInput } from '../src/demo/report.js';
+import { buildPrivateCli } from './support/cli-build.js';
 import { databaseUrl, migratedClient, testPool, uniqueSchema, waitFor } from './support/db.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-// The CLI is compiled into a folder of this file's own: `npm run build` empties dist/ first, and
-// another run may be doing that while these tests spawn the binary.
-const buildDir = `${root}.tmp/cli-test-${randomBytes(4).toString('hex')}`;
-const bin = `${buildDir}/dist/cli/main.js`;
-const modulesDir = `${buildDir}/modules`;
+// The CLI runs from a private build (see support/cli-build.ts), with worker modules beside it.
+let buildDir = '';
+let bin = '';
+let modulesDir = '';
+let removeBuild = () => {};
 
 beforeAll(async () => {
+  const build = await buildPrivateCli('cli-test');
+  ({ buildDir, bin } = build);
+  removeBuild = build.remove;
+  modulesDir = `${buildDir}/modules`;
   mkdirSync(modulesDir, { recursive: true });
-  await promisify(execFile)(
-    process.execPath,
-    [
-      `${root}node_modules/typescript/bin/tsc`,
-      '-p',
-      `${root}tsconfig.build.json`,
-      '--outDir',
-      `${buildDir}/dist`,
-    ],
-    { cwd: root },
-  );
-  cpSync(`${root}src/migrations/sql`, `${buildDir}/dist/migrations/sql`, { recursive: true });
-  // The CLI reads its version from the package.json above dist/.
-  copyFileSync(`${root}package.json`, `${buildDir}/package.json`);
 }, 120_000);
 
 afterAll(() => {
-  rmSync(buildDir, { recursive: true, force: true });
+  removeBuild();
 });
 
 interface Finished {

@@ -1,38 +1,23 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { copyFileSync, cpSync, mkdirSync, rmSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildPrivateCli } from './support/cli-build.js';
 import { databaseUrl, migratedClient, testPool, waitFor } from './support/db.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-// Compiled into a folder of this file's own, like test/cli.test.ts: dist/ may be rebuilt meanwhile.
-const buildDir = `${root}.tmp/obs-cli-test-${randomBytes(4).toString('hex')}`;
-const bin = `${buildDir}/dist/cli/main.js`;
+// The CLI runs from a private build (see support/cli-build.ts).
+let bin = '';
+let removeBuild = () => {};
 const children = new Set<ChildProcess>();
 
 beforeAll(async () => {
-  mkdirSync(buildDir, { recursive: true });
-  await promisify(execFile)(
-    process.execPath,
-    [
-      `${root}node_modules/typescript/bin/tsc`,
-      '-p',
-      `${root}tsconfig.build.json`,
-      '--outDir',
-      `${buildDir}/dist`,
-    ],
-    { cwd: root },
-  );
-  cpSync(`${root}src/migrations/sql`, `${buildDir}/dist/migrations/sql`, { recursive: true });
-  copyFileSync(`${root}package.json`, `${buildDir}/package.json`);
+  const build = await buildPrivateCli('obs-cli-test');
+  bin = build.bin;
+  removeBuild = build.remove;
 }, 120_000);
 
 afterAll(() => {
   for (const child of children) child.kill('SIGKILL');
-  rmSync(buildDir, { recursive: true, force: true });
+  removeBuild();
 });
 
 interface Finished {
