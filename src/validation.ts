@@ -163,3 +163,13 @@ function describe(value: unknown): string {
   }
   return typeof value;
 }
+
+/** Validates the `{ reason, actor? }` options an operator action (cancel, skip) takes. */
+export function assertReasonAndActor(options: unknown): { reason: string; actor: string | null } {
+  if (typeof options !== 'object' || options === null) {
+    throw new ValidationError('options', 'must be an object with at least a reason');
+  }
+  rejectUnknownOptions(options, ['reason', 'actor'], 'options');
+  const { reason, actor } = options as { reason?: unknown; actor?: unknown };
+  return { reason: assertText(reason, 'reason', 1000), actor: optionalText(actor, 'actor', 200) };
+}

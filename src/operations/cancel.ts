@@ -1,7 +1,7 @@
-import { JobNotFoundError, JobStateError, ValidationError } from '../errors.js';
+import { JobNotFoundError, JobStateError } from '../errors.js';
 import { cancelJob } from '../storage/cancel.js';
 import type { Queryable } from '../storage/db.js';
-import { assertJobId, assertText, optionalText, rejectUnknownOptions } from '../validation.js';
+import { assertJobId, assertReasonAndActor } from '../validation.js';
 
 /** Options of `cancel`. */
 export interface CancelOptions {
@@ -26,12 +26,7 @@ export async function cancel(
   options: CancelOptions,
 ): Promise<CancelResult> {
   const jobId = assertJobId(id);
-  if (typeof options !== 'object' || options === null) {
-    throw new ValidationError('options', 'must be an object with at least a reason');
-  }
-  rejectUnknownOptions(options, ['reason', 'actor'], 'options');
-  const reason = assertText(options.reason, 'reason', 1000);
-  const actor = optionalText(options.actor, 'actor', 200);
+  const { reason, actor } = assertReasonAndActor(options);
   const found = await cancelJob(db, schema, jobId, { actor, reason });
   if (found.status === null) throw new JobNotFoundError([jobId]);
   if (!found.cancelled) {

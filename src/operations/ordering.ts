@@ -5,9 +5,8 @@ import { skipJob } from '../storage/skip.js';
 import {
   assertJobId,
   assertQueueName,
-  assertText,
+  assertReasonAndActor,
   optionalInt,
-  optionalText,
   rejectUnknownOptions,
 } from '../validation.js';
 
@@ -51,12 +50,7 @@ export async function skip(
   options: SkipOptions,
 ): Promise<void> {
   const jobId = assertJobId(id);
-  if (typeof options !== 'object' || options === null) {
-    throw new ValidationError('options', 'must be an object with at least a reason');
-  }
-  rejectUnknownOptions(options, ['reason', 'actor'], 'options');
-  const reason = assertText(options.reason, 'reason', 1000);
-  const actor = optionalText(options.actor, 'actor', 200);
+  const { reason, actor } = assertReasonAndActor(options);
   const found = await skipJob(db, schema, jobId, { actor, reason });
   if (found.status === null) throw new JobNotFoundError([jobId]);
   if (!found.skipped) {

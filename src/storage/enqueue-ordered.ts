@@ -1,5 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import { type NewJob, wakeupChannel } from './enqueue.js';
+import { batchColumns, type NewJob, wakeupChannel } from './enqueue.js';
 
 // Under the key row's lock (INSERT ... ON CONFLICT DO UPDATE reads the latest committed version),
 // a key with no head and nobody waiting is idle: the new job becomes its head; otherwise the job
@@ -73,11 +73,7 @@ export async function insertOrderedJobs(
 ): Promise<string[]> {
   const rows = await run<{ ids: string[] }>(db, JobInsertOrdered(schema), [
     queue,
-    `[${jobs.map((job) => job.payloadJson).join(',')}]`,
-    jobs.map((job) => job.priority),
-    jobs.map((job) => job.runAt),
-    jobs.map((job) => job.delayMs),
-    jobs.map((job) => job.maxAttempts),
+    ...batchColumns(jobs),
     wakeupChannel(schema),
     jobs.map((job) => job.orderingKey),
     jobs.map((job) => job.concurrencyKey),

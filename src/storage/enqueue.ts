@@ -116,6 +116,22 @@ export async function notifyQueue(db: Queryable, schema: string, queue: string):
   await run(db, WakeupNotify(schema), [wakeupChannel(schema), queue]);
 }
 
+/**
+ * The columns every batch insert takes, in parameter order $2..$6: payloads as one JSON array,
+ * then priority, run_at, delay_ms and max_attempts as parallel arrays.
+ */
+export function batchColumns(
+  jobs: readonly NewJob[],
+): [string, number[], (Date | null)[], number[], number[]] {
+  return [
+    `[${jobs.map((job) => job.payloadJson).join(',')}]`,
+    jobs.map((job) => job.priority),
+    jobs.map((job) => job.runAt),
+    jobs.map((job) => job.delayMs),
+    jobs.map((job) => job.maxAttempts),
+  ];
+}
+
 /** Inserts many jobs of one queue in one statement (all or nothing); returns ids in input order. */
 export async function insertJobs(
   db: Queryable,
@@ -125,11 +141,7 @@ export async function insertJobs(
 ): Promise<string[]> {
   const rows = await run<{ ids: string[] }>(db, JobInsertMany(schema), [
     queue,
-    `[${jobs.map((job) => job.payloadJson).join(',')}]`,
-    jobs.map((job) => job.priority),
-    jobs.map((job) => job.runAt),
-    jobs.map((job) => job.delayMs),
-    jobs.map((job) => job.maxAttempts),
+    ...batchColumns(jobs),
     wakeupChannel(schema),
     jobs.map((job) => job.concurrencyKey),
   ]);
