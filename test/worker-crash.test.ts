@@ -24,6 +24,12 @@ describe('crashes and lost heartbeats', () => {
       owner: 'victim',
     });
     await waitFor(() => victim.messages.filter((m) => m.type === 'done').length >= 40, { what: '40 done' });
+    // Kill it as a handler starts (it then sleeps 30 ms), so it surely dies holding that lease,
+    // not at an instant when every job of its batch is between its handler and its completion.
+    const seen = victim.messages.length;
+    await waitFor(() => victim.messages.slice(seen).some((m) => m.type === 'begin'), {
+      what: 'a handler starting',
+    });
     await killHard(victim.child);
     const { rows } = await pool.query(
       `SELECT count(*)::int AS n FROM "${lh.schema}".jobs WHERE lease_owner = 'victim'`,

@@ -15,6 +15,7 @@ process.once('message', async (config) => {
   const handlers = {
     // Sleeps, reporting progress, then completes.
     slow: async (job) => {
+      process.send?.({ type: 'begin', id: job.id });
       await sleep(config.sleepMs ?? 20);
       await job.progress();
       process.send?.({ type: 'done', id: job.id });

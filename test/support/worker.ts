@@ -25,6 +25,7 @@ afterEach(async () => {
 /** A message a child worker sends its parent. */
 export type ChildMessage =
   | { type: 'started' }
+  | { type: 'begin'; id: string }
   | { type: 'done'; id: string }
   | { type: 'effect'; id: string; key: string };
 
