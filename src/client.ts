@@ -61,6 +61,7 @@ import { extendLeases } from './storage/heartbeat.js';
 import { type Job, type RefusalCount, readJob, readRefusals } from './storage/read.js';
 import { recoverExpiredLeases } from './storage/recover.js';
 import {
+  assertClaimId,
   assertInt,
   assertJobId,
   assertQueueName,
@@ -253,6 +254,7 @@ export class Leasehold {
       payload: row.payload,
       owner: options.owner,
       token: row.lease_token,
+      claimId: row.lease_claim_id,
       attempt: row.attempt_count,
       maxAttempts: row.max_attempts,
       expiresAt: row.lease_expires_at,
@@ -482,6 +484,7 @@ function assertLease(lease: Lease): void {
     throw new ValidationError('lease', 'must be a Lease from claim()');
   assertJobId(lease.jobId, 'lease.jobId');
   assertJobId(lease.token, 'lease.token');
+  assertClaimId(lease.claimId);
   assertOwner(lease.owner);
   assertQueueName(lease.queue, 'lease.queue');
 }

@@ -10,6 +10,8 @@ export interface Lease {
   owner: string;
   /** Fencing token of this claim (a bigint, as a string); every later write must present it. */
   token: string;
+  /** Random id of the claim that issued this lease (a 64-bit integer, as a string); presented with the token. */
+  claimId: string;
   /** Which attempt this is, from 1. */
   attempt: number;
   /** Attempts allowed in all. */

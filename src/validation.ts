@@ -63,6 +63,22 @@ export function assertJobId(id: unknown, field = 'id'): string {
   return text;
 }
 
+/** Throws unless `claimId` is a signed 64-bit integer as a decimal string (a lease's claim id). */
+export function assertClaimId(claimId: unknown, field = 'lease.claimId'): string {
+  if (
+    typeof claimId !== 'string' ||
+    !/^-?[0-9]{1,19}$/.test(claimId) ||
+    BigInt(claimId) > 9_223_372_036_854_775_807n ||
+    BigInt(claimId) < -9_223_372_036_854_775_808n
+  ) {
+    throw new ValidationError(
+      field,
+      'must be the claim id of a Lease from claim() (a 64-bit integer as a string)',
+    );
+  }
+  return claimId;
+}
+
 /** Throws unless `value` is a string of 1 to `max` characters (NUL refused); returns it. */
 export function assertText(value: unknown, field: string, max: number): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is exactly what PostgreSQL text refuses.

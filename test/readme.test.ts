@@ -35,6 +35,7 @@ describe('README examples', () => {
       'quick-start',
       'leases-and-fencing',
       'transactional-enqueue',
+      'transactional-complete',
       'worker-options',
     ]);
   });
@@ -53,6 +54,7 @@ describe('README examples', () => {
       'leases-and-fencing':
         /extended: true\ncompleted: true\nrecovered: \{ retried: 1, dead: 0 \}[\s\S]*stale complete: false\nstale fail: lost\nfresh complete: true/,
       'transactional-enqueue': /job after rollback: null/,
+      'transactional-complete': /invoices: 1 job: succeeded/,
       'worker-options': /completed[\s\S]*dead|dead[\s\S]*completed/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);

@@ -311,6 +311,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     return this.#batcher.snooze({
       jobId: row.id,
       token: row.lease_token,
+      claimId: row.lease_claim_id,
       owner: this.owner,
       queue: config.name,
       delayMs: 0,
@@ -327,6 +328,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         payload: row.payload,
         owner: this.owner,
         token: row.lease_token,
+        claimId: row.lease_claim_id,
         attempt: row.attempt_count,
         maxAttempts: row.max_attempts,
         expiresAt: row.lease_expires_at,

@@ -1,4 +1,4 @@
-import { byPreference, type ClaimedRow } from './claim.js';
+import { byPreference, type ClaimedRow, newClaimId } from './claim.js';
 import { defineStatement, type Queryable, run } from './db.js';
 
 /**
@@ -78,13 +78,14 @@ const JobClaimManyLimited = defineStatement(
       attempt_count = j.attempt_count + 1,
       lease_owner = $2,
       lease_token = j.lease_token + 1,
+      lease_claim_id = $6,
       lease_expires_at = now() + $4::double precision * interval '1 millisecond',
       claimed_at = now(),
       lease_extensions = 0,
       holds_key_slot = chosen.counted
   FROM chosen
   WHERE j.id = chosen.id
-  RETURNING j.id, j.payload, j.lease_token, j.attempt_count, j.max_attempts, j.lease_expires_at,
+  RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.lease_expires_at,
             j.priority, j.available_at`,
 );
 
@@ -102,6 +103,7 @@ export async function claimJobsLimited(
     params.limit,
     params.leaseMs,
     window,
+    newClaimId(),
   ]);
   if (rows.length > 1) rows.sort(byPreference);
   return rows;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { defineStatement, type Queryable, run } from './db.js';
 
 /**
@@ -12,7 +13,7 @@ import { defineStatement, type Queryable, run } from './db.js';
  * PostgreSQL evaluates it once per statement (a primary-key probe of queues) before touching jobs.
  * Jobs waiting behind the head of their ordering key are outside jobs_claimable_idx
  * (awaits_predecessor), so ordering keys cost the plain claim nothing. The claim is the attempt's
- * durable record (claimed_at, owner, token, attempt_count); the record that ends the attempt
+ * durable record (claimed_at, owner, token, claim id $5, attempt_count); the record that ends the attempt
  * copies those facts, so the claim writes no event row.
  */
 const JobClaimMany = defineStatement(
@@ -36,6 +37,7 @@ const JobClaimMany = defineStatement(
       attempt_count = j.attempt_count + 1,
       lease_owner = $2,
       lease_token = j.lease_token + 1,
+      lease_claim_id = $5,
       lease_expires_at = now() + $4::double precision * interval '1 millisecond',
       claimed_at = now(),
       lease_extensions = 0,
@@ -43,7 +45,7 @@ const JobClaimMany = defineStatement(
       holds_key_slot = false
   FROM candidate
   WHERE j.id = candidate.id
-  RETURNING j.id, j.payload, j.lease_token, j.attempt_count, j.max_attempts, j.lease_expires_at,
+  RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.lease_expires_at,
             j.priority, j.available_at`,
 );
 
@@ -52,6 +54,7 @@ export interface ClaimedRow {
   id: string;
   payload: unknown;
   lease_token: string;
+  lease_claim_id: string;
   attempt_count: number;
   max_attempts: number;
   lease_expires_at: Date;
@@ -70,10 +73,19 @@ export async function claimJobs(
     params.owner,
     params.limit,
     params.leaseMs,
+    newClaimId(),
   ]);
   // UPDATE ... RETURNING has no defined order; restore the preference order for callers.
   if (rows.length > 1) rows.sort(byPreference);
   return rows;
+}
+
+/**
+ * A fresh random claim id (a signed 64-bit integer, as a decimal string) for one claim statement:
+ * stamped on every row it claims and checked by every fenced write beside the token.
+ */
+export function newClaimId(): string {
+  return randomBytes(8).readBigInt64BE().toString();
 }
 
 /** Sorts claimed rows into preference order (UPDATE ... RETURNING has none). */

@@ -2,7 +2,14 @@ import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
-import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './refusals.js';
+import {
+  FENCE_INPUT_ARRAYS,
+  FENCE_INPUT_COLUMNS,
+  type FenceRef,
+  fenceArrays,
+  LEASE_FENCE,
+  refusalCountingCte,
+} from './refusals.js';
 
 /**
  * JobCompleteMany: running -> succeeded, for a batch of leases in one statement.
@@ -21,7 +28,7 @@ const JobCompleteMany = defineStatement(
   'complete_jobs',
   (s) => `
   WITH input AS (
-    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS t(id, token, owner, queue_name)
+    SELECT * FROM unnest(${FENCE_INPUT_ARRAYS}) AS t(${FENCE_INPUT_COLUMNS})
   ),
   changed AS (
     DELETE FROM ${s}.jobs AS j
@@ -41,7 +48,7 @@ const JobCompleteMany = defineStatement(
   ${orderingAdvanceCte(s, 'changed')},
   ${keySlotsReleaseCte(s, 'changed')},
   ${refusalCountingCte(s, 'complete')}
-  SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$5')} AS woken FROM changed`,
+  SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken FROM changed`,
 );
 
 /** Completes the leases it can; returns the ids whose completion was accepted. */

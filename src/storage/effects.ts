@@ -1,13 +1,13 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { type FenceRef, LEASE_FENCE, refusalCountingCte } from './refusals.js';
 
-// Every effects write starts from the lease it presents ($1 id, $2 token, $3 owner, $4 queue) and
+// Every effects write starts from the lease it presents ($1 id, $2 token, $3 claim id, $4 owner, $5 queue) and
 // locks the job row FOR SHARE while the lease is still current: no transition that would end the
 // lease (recovery, cancel, completion) can commit between the check and the write. A refused
 // write is counted and recorded like any other lost-fence attempt.
 const FENCED = (s: string) => `
   input AS (
-    SELECT $1::bigint AS id, $2::bigint AS token, $3::text AS owner, $4::text AS queue_name
+    SELECT $1::bigint AS id, $2::bigint AS token, $3::bigint AS claim_id, $4::text AS owner, $5::text AS queue_name
   ),
   changed AS (
     SELECT j.id, j.attempt_count
@@ -18,7 +18,7 @@ const FENCED = (s: string) => `
   ${refusalCountingCte(s, 'effect')}`;
 
 /**
- * EffectBegin: (no entry) -> intent recorded, for effect $5 (key $6) of a job whose lease is still
+ * EffectBegin: (no entry) -> intent recorded, for effect $6 (key $7) of a job whose lease is still
  * current. Returns whether the lease held, whether the intent was recorded now, and any entry
  * recorded before (by an earlier attempt): with its result, or without one (an uncertain outcome).
  * Primary-key lookups on jobs and job_effects.
@@ -30,11 +30,11 @@ const EffectBegin = defineStatement(
   existing AS (
     SELECT true AS found, e.result, e.result_at
     FROM ${s}.job_effects AS e
-    WHERE e.job_id = $1 AND e.name = $5
+    WHERE e.job_id = $1 AND e.name = $6
   ),
   intent AS (
     INSERT INTO ${s}.job_effects (job_id, name, effect_key, attempt, lease_token)
-    SELECT changed.id, $5, $6, changed.attempt_count, $2 FROM changed
+    SELECT changed.id, $6, $7, changed.attempt_count, $2 FROM changed
     ON CONFLICT (job_id, name) DO NOTHING
     RETURNING job_id
   )
@@ -48,7 +48,7 @@ const EffectBegin = defineStatement(
 );
 
 /**
- * EffectRecordResult: intent -> result, for effect $5 with JSON result $6, while the lease is
+ * EffectRecordResult: intent -> result, for effect $6 with JSON result $7, while the lease is
  * current. A worker fenced out here leaves the intent without a result: uncertain, for the next
  * attempt to reconcile. Primary-key lookups.
  */
@@ -58,9 +58,9 @@ const EffectRecordResult = defineStatement(
   WITH ${FENCED(s)},
   recorded AS (
     UPDATE ${s}.job_effects AS e
-    SET result = $6::jsonb, result_at = now()
+    SET result = $7::jsonb, result_at = now()
     FROM changed
-    WHERE e.job_id = changed.id AND e.name = $5
+    WHERE e.job_id = changed.id AND e.name = $6
     RETURNING e.job_id
   )
   SELECT (SELECT count(*) FROM recorded) = 1 AS recorded`,
@@ -78,14 +78,14 @@ const EffectRearm = defineStatement(
     UPDATE ${s}.job_effects AS e
     SET attempt = changed.attempt_count, lease_token = $2, intent_at = now()
     FROM changed
-    WHERE e.job_id = changed.id AND e.name = $5 AND e.result_at IS NULL
+    WHERE e.job_id = changed.id AND e.name = $6 AND e.result_at IS NULL
     RETURNING e.job_id
   )
   SELECT (SELECT count(*) FROM rearmed) = 1 AS rearmed`,
 );
 
 function leaseValues(lease: FenceRef): unknown[] {
-  return [lease.jobId, lease.token, lease.owner, lease.queue];
+  return [lease.jobId, lease.token, lease.claimId, lease.owner, lease.queue];
 }
 
 /** What `beginEffect` found. */

@@ -1,6 +1,13 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { keySlotsReleaseCte } from './key-slots.js';
-import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './refusals.js';
+import {
+  FENCE_INPUT_ARRAYS,
+  FENCE_INPUT_COLUMNS,
+  type FenceRef,
+  fenceArrays,
+  LEASE_FENCE,
+  refusalCountingCte,
+} from './refusals.js';
 
 // A failed attempt is retried when the caller allows it and the attempt budget is not spent.
 // The budget is the job's max_attempts, or a smaller one for unclassified errors.
@@ -23,10 +30,10 @@ const JobFailMany = defineStatement(
   (s) => `
   WITH input AS (
     SELECT *
-    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],
-                $5::boolean[], $6::double precision[], $7::double precision[], $8::double precision[],
-                $9::integer[], $10::text[], $11::text[], $12::text[], $13::text[])
-      AS t(id, token, owner, queue_name,
+    FROM unnest(${FENCE_INPUT_ARRAYS},
+                $6::boolean[], $7::double precision[], $8::double precision[], $9::double precision[],
+                $10::integer[], $11::text[], $12::text[], $13::text[], $14::text[])
+      AS t(${FENCE_INPUT_COLUMNS},
            retryable, delay_ms, base_ms, max_ms,
            attempt_budget, error_code, error_class, error_message, error_stack)
   ),
@@ -75,8 +82,8 @@ const JobSnoozeMany = defineStatement(
   (s) => `
   WITH input AS (
     SELECT *
-    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::double precision[], $6::text[])
-      AS t(id, token, owner, queue_name, delay_ms, hand_back)
+    FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[], $7::text[])
+      AS t(${FENCE_INPUT_COLUMNS}, delay_ms, hand_back)
   ),
   changed AS (
     UPDATE ${s}.jobs AS j

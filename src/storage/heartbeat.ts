@@ -1,5 +1,12 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import { type FenceRef, fenceArrays, LEASE_FENCE, refusalCountingCte } from './refusals.js';
+import {
+  FENCE_INPUT_ARRAYS,
+  FENCE_INPUT_COLUMNS,
+  type FenceRef,
+  fenceArrays,
+  LEASE_FENCE,
+  refusalCountingCte,
+} from './refusals.js';
 
 /**
  * JobExtendLeaseMany: running -> running with a later lease_expires_at, for a batch in one statement.
@@ -13,8 +20,8 @@ const JobExtendLeaseMany = defineStatement(
   (s) => `
   WITH input AS (
     SELECT *
-    FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::double precision[])
-      AS t(id, token, owner, queue_name, lease_ms)
+    FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[])
+      AS t(${FENCE_INPUT_COLUMNS}, lease_ms)
   ),
   changed AS (
     UPDATE ${s}.jobs AS j

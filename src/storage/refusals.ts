@@ -33,32 +33,48 @@ export function refusalCountingCte(s: string, operation: FencedOperation): strin
   )`;
 }
 
-/** The fence every lease-holding write must pass: same claim, same owner, lease not yet lapsed. */
+/**
+ * The fence every lease-holding write must pass: same claim (token and random claim id), same
+ * owner, lease not yet lapsed. The claim id keeps a token number reissued after a failover from
+ * matching an older claim (see migration 005).
+ */
 export const LEASE_FENCE = `j.id = input.id
     AND j.status = 'running'
     AND j.lease_owner = input.owner
     AND j.lease_token = input.token
+    AND j.lease_claim_id = input.claim_id
     AND j.lease_expires_at > now()`;
 
 /** A lease reference as the fenced statements take it. */
 export interface FenceRef {
   jobId: string;
   token: string;
+  claimId: string;
   owner: string;
   queue: string;
 }
 
-/** Splits lease references into four parallel arrays: ids, tokens, owners, queues ($1..$4 of a fenced statement). */
-export function fenceArrays(refs: readonly FenceRef[]): [string[], string[], string[], string[]] {
+/**
+ * The `input` columns of a batched fenced statement, from its first five parameters (the arrays of
+ * `fenceArrays`); `more` lists the statement's own columns, from $6 on, as `$6::type[]` pairs.
+ */
+export const FENCE_INPUT_ARRAYS = '$1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]';
+/** Column names matching FENCE_INPUT_ARRAYS. */
+export const FENCE_INPUT_COLUMNS = 'id, token, claim_id, owner, queue_name';
+
+/** Splits lease references into five parallel arrays: ids, tokens, claim ids, owners, queues ($1..$5 of a fenced statement). */
+export function fenceArrays(refs: readonly FenceRef[]): [string[], string[], string[], string[], string[]] {
   const ids: string[] = [];
   const tokens: string[] = [];
+  const claimIds: string[] = [];
   const owners: string[] = [];
   const queues: string[] = [];
   for (const ref of refs) {
     ids.push(ref.jobId);
     tokens.push(ref.token);
+    claimIds.push(ref.claimId);
     owners.push(ref.owner);
     queues.push(ref.queue);
   }
-  return [ids, tokens, owners, queues];
+  return [ids, tokens, claimIds, owners, queues];
 }
