@@ -230,8 +230,14 @@ export class Leasehold {
     }
     const jobs = items.map((item, index) => this.#newJob(item, `items[${index}]`));
     const db = options.client ?? this.pool;
-    const ordered = jobs.some((job) => job.orderingKey !== null);
-    const ids = await (ordered ? insertOrderedJobs : insertJobs)(db, this.schema, queue, jobs);
+    if (jobs.some((job) => job.orderingKey !== null)) {
+      return { ids: await insertOrderedJobs(db, this.schema, queue, jobs) };
+    }
+    if (options.client) return { ids: await insertJobs(db, this.schema, queue, jobs) };
+    // Autocommit: wake-ups coalesced like single enqueues (see src/wakeup-coalescer.ts).
+    const notify = this.#wakeups.notifyInline(queue);
+    const ids = await insertJobs(db, this.schema, queue, jobs, { notify });
+    if (!notify) this.#wakeups.quietInsertCommitted(queue);
     return { ids };
   }
 

@@ -43,6 +43,43 @@ describe('coalesced wake-ups', () => {
     }
   });
 
+  it('concurrent enqueueMany batches are announced the same way: fewer notifications, every job run by an idle worker', async () => {
+    const lh = await migratedClient();
+    const pool = testPool();
+    const listener = new pg.Client({ connectionString: databaseUrl() });
+    await listener.connect();
+    const worker = lh.worker({
+      queues: { batches: { concurrency: 8, handler: async () => {} } },
+      pollIntervalMs: 3_600_000,
+      recoveryIntervalMs: 0,
+    });
+    try {
+      let notifications = 0;
+      listener.on('notification', (m) => {
+        if (m.payload === 'batches') notifications++;
+      });
+      await listener.query(`LISTEN "${lh.schema}_wakeup"`);
+      await started(worker);
+      await waitFor(() => worker.listenerPid !== null, { what: 'listener' });
+      for (let burst = 0; burst < 3; burst++) {
+        await Promise.all(
+          Array.from({ length: 12 }, (_, i) =>
+            lh.enqueueMany('batches', [{ payload: { burst, i } }, { payload: 2 }]),
+          ),
+        );
+        await waitFor(async () => (await countByStatus(pool, lh.schema)).succeeded === (burst + 1) * 24, {
+          timeoutMs: 5000,
+          what: `burst ${burst} drained by notifications alone`,
+        });
+      }
+      expect(notifications).toBeGreaterThan(0);
+      expect(notifications).toBeLessThan(36);
+    } finally {
+      await worker.stop();
+      await listener.end();
+    }
+  });
+
   it('close() sends a pending trailing notification before ending the pool', async () => {
     const setup = await migratedClient();
     const { Leasehold } = await import('../src/index.js');

@@ -26,7 +26,7 @@ const JobInsertOrdered = defineStatement(
   WITH items AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('${s}.jobs', 'id')) AS id, i.*
     FROM ROWS FROM (
-      jsonb_array_elements($2::jsonb),
+      unnest($2::text[]),
       unnest($3::integer[]),
       unnest($4::timestamptz[]),
       unnest($5::double precision[]),
@@ -53,7 +53,7 @@ const JobInsertOrdered = defineStatement(
     INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts,
                            ordering_key, concurrency_key, awaits_predecessor)
     OVERRIDING SYSTEM VALUE
-    SELECT i.id, $1, i.payload, i.priority,
+    SELECT i.id, $1, i.payload::jsonb, i.priority,
            coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts,
            i.ordering_key, i.concurrency_key, keys.head_id IS DISTINCT FROM i.id AND i.ordering_key IS NOT NULL
     FROM items AS i
