@@ -15,6 +15,9 @@ import { defineStatement, type Queryable, run } from './db.js';
  * (awaits_predecessor), so ordering keys cost the plain claim nothing. The claim is the attempt's
  * durable record (claimed_at, owner, token, claim id $5, attempt_count); the record that ends the attempt
  * copies those facts, so the claim writes no event row.
+ * The update finds the locked rows with `id = ANY (ARRAY(...))` rather than a join: joined, the
+ * planner costed a hash join over a sequential scan of jobs as cheaper than 500 primary-key probes
+ * once tens of thousands were pending (12 ms instead of 4 ms for a claim of 500 at 50,000).
  */
 const JobClaimMany = defineStatement(
   'claim_jobs',
@@ -43,8 +46,7 @@ const JobClaimMany = defineStatement(
       lease_extensions = 0,
       -- This run takes no per-key slot (a retried job may carry the flag from a limited claim).
       holds_key_slot = false
-  FROM candidate
-  WHERE j.id = candidate.id
+  WHERE j.id = ANY (ARRAY(SELECT id FROM candidate))
   RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.lease_expires_at,
             j.priority, j.available_at`,
 );
