@@ -8,6 +8,7 @@ export type LeaseholdErrorCode =
   | 'VALIDATION'
   | 'SCHEMA_VERSION'
   | 'DATABASE'
+  | 'PERMISSION_DENIED'
   | 'LEASE_LOST'
   | 'WORKER_STATE'
   | 'JOB_NOT_FOUND'
@@ -50,10 +51,36 @@ export class DatabaseError extends LeaseholdError {
   /** The PostgreSQL SQLSTATE, when the server sent one. */
   readonly sqlState: string | undefined;
 
-  constructor(message: string, sqlState: string | undefined, cause: unknown) {
-    super('DATABASE', message, { cause });
+  constructor(
+    message: string,
+    sqlState: string | undefined,
+    cause: unknown,
+    code: Extract<LeaseholdErrorCode, 'DATABASE' | 'PERMISSION_DENIED'> = 'DATABASE',
+  ) {
+    super(code, message, { cause });
     this.name = 'DatabaseError';
     this.sqlState = sqlState;
+  }
+}
+
+// SQLSTATE of "permission denied" and of a row-level security policy violation.
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+// Which group role allows what, appended to permission errors so the fix is in the message.
+const ROLES_HINT =
+  'the connected role lacks a privilege this needs: leasehold_producer enqueues, leasehold_worker runs workers, ' +
+  'leasehold_admin runs operations (replay, cancel, skip, prune, queue settings) and the schema owner migrates; ' +
+  'see "Database roles" in docs/operators-guide.md';
+
+/**
+ * The database refused a statement for lack of a privilege (SQLSTATE 42501): the connected role is
+ * missing a grant, or a row-level policy of the Leasehold roles forbids the change. Nothing was
+ * written. A `DatabaseError` too, with code `PERMISSION_DENIED`.
+ */
+export class PermissionError extends DatabaseError {
+  constructor(message: string, cause: unknown) {
+    super(message, INSUFFICIENT_PRIVILEGE, cause, 'PERMISSION_DENIED');
+    this.name = 'PermissionError';
   }
 }
 
@@ -105,6 +132,7 @@ export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err i
     'VALIDATION',
     'SCHEMA_VERSION',
     'DATABASE',
+    'PERMISSION_DENIED',
     'LEASE_LOST',
     'WORKER_STATE',
     'JOB_NOT_FOUND',
@@ -115,13 +143,19 @@ export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err i
 }
 
 /**
- * Wraps a thrown driver error in a `DatabaseError` without repeating parameter values
- * (they may hold payloads) in the message.
+ * Wraps a thrown driver error in a `DatabaseError` (a `PermissionError` for a missing privilege)
+ * without repeating parameter values (they may hold payloads) in the message.
  */
 export function toDatabaseError(err: unknown, statement: string): LeaseholdError {
   if (err instanceof LeaseholdError) return err;
   const pgErr = err as { code?: unknown; message?: unknown };
   const sqlState = typeof pgErr.code === 'string' ? pgErr.code : undefined;
   const reason = typeof pgErr.message === 'string' ? pgErr.message : String(err);
+  if (sqlState === INSUFFICIENT_PRIVILEGE) {
+    // The server's text names the table (or schema, or policy's table), never row values.
+    // Named statements read "leasehold_<name>_<digest>": the name alone says what was refused.
+    const name = statement.replace(/^leasehold_(.+)_[0-9a-f]{10}$/, '$1');
+    return new PermissionError(`${name} failed: ${reason}; ${ROLES_HINT}`, err);
+  }
   return new DatabaseError(`${statement} failed: ${reason}`, sqlState, err);
 }

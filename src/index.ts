@@ -22,6 +22,7 @@ export {
   JobStateError,
   LeaseholdError,
   LeaseLostError,
+  PermissionError,
   SchemaVersionError,
   ValidationError,
 } from './errors.js';

@@ -31,6 +31,14 @@ export abstract class PeriodicService<Result> {
     await this.#running;
   }
 
+  /**
+   * Ends the timer from inside a pass, for a failure that no later pass can get past; `stop()`
+   * still waits for the pass in progress.
+   */
+  protected retire(): void {
+    this.#stopped = true;
+  }
+
   #scheduleNext(): void {
     if (this.#stopped) return;
     const wait = this.intervalMs * (0.75 + Math.random() * 0.5);

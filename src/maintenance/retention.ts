@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { isLeaseholdError, PermissionError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
 import { releaseMaintenanceLock, tryMaintenanceLock } from '../storage/maintenance-lock.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
@@ -84,6 +85,8 @@ export interface RetentionServiceOptions {
  * skips when another process holds it: concurrent passes would be safe (every batch takes rows
  * with SKIP LOCKED) but would only repeat each other's scans. A crashed holder's lock ends with its
  * connection.
+ * Pruning is an operator's power: a process whose role may not prune (leasehold_worker) reports
+ * that once, as a `PermissionError`, and turns its retention off instead of failing every interval.
  */
 export class RetentionService extends PeriodicService<PruneResult> {
   constructor(private readonly options: RetentionServiceOptions) {
@@ -109,6 +112,15 @@ export class RetentionService extends PeriodicService<PruneResult> {
     } catch (err) {
       // A connection whose lock state is unknown must not go back to the pool holding the lock.
       broken = err instanceof Error ? err : new Error(String(err));
+      if (isLeaseholdError(err, 'PERMISSION_DENIED')) {
+        this.retire();
+        throw new PermissionError(
+          `retention is turned off in this process: its database role may not prune (${err.message.split(';')[0]}). ` +
+            'Run retention under leasehold_admin (leasehold prune from a scheduled job, or one worker connected ' +
+            'as admin), and set pruneIntervalMs: 0 on workers that run as leasehold_worker',
+          err,
+        );
+      }
       throw err;
     } finally {
       client.release(broken);

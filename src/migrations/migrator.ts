@@ -39,23 +39,44 @@ export interface MigrateResult {
   applied: number[];
   /** The schema's version afterwards. */
   version: number;
+  /**
+   * What the migrations reported, e.g. that the group roles could not be created because the
+   * migrating user may not create roles (see docs/operators-guide.md, "Database roles").
+   */
+  notices: string[];
 }
 
 /**
  * Brings `schema` up to the latest migration in one transaction. Many processes may call it at
  * once: an advisory lock serialises them, and the later ones find nothing left to do.
+ * A schema already at the latest version is only read, so a role that may not change the schema
+ * (leasehold_worker, leasehold_admin) can call it on start-up as the schema's owner does.
  * Refuses (SchemaVersionError) to touch a schema migrated by a newer Leasehold.
  */
 export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateResult> {
   const migrations = loadMigrations();
   const latest = migrations.at(-1)?.version ?? 0;
   const s = quoteIdent(schema);
+  let current: number;
+  try {
+    current = await schemaVersion(pool, schema);
+  } catch (err) {
+    throw toDatabaseError(err, 'migrate');
+  }
+  if (current > latest) throw newerSchema(schema, current, latest);
+  if (current === latest) return { applied: [], version: current, notices: [] };
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
   } catch (err) {
     throw toDatabaseError(err, 'migrate');
   }
+  // Migrations speak to the operator through NOTICEs prefixed "leasehold:" (006: roles skipped).
+  const notices: string[] = [];
+  const onNotice = (notice: { message?: string }) => {
+    if (notice.message?.startsWith('leasehold: ')) notices.push(notice.message.slice('leasehold: '.length));
+  };
+  client.on('notice', onNotice);
   try {
     await client.query('BEGIN');
     // Taken before CREATE SCHEMA: concurrent "IF NOT EXISTS" creations can otherwise collide.
@@ -72,15 +93,11 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
     const { rows } = await client.query<{ version: number }>(
       `SELECT coalesce(max(version), 0) AS version FROM ${s}.migrations`,
     );
-    const current = rows[0]?.version ?? 0;
-    if (current > latest) {
-      throw new SchemaVersionError(
-        `schema ${schema} is at version ${current}, newer than this Leasehold (${latest}); upgrade Leasehold`,
-      );
-    }
+    const locked = rows[0]?.version ?? 0;
+    if (locked > latest) throw newerSchema(schema, locked, latest);
     const applied: number[] = [];
     for (const migration of migrations) {
-      if (migration.version <= current) continue;
+      if (migration.version <= locked) continue;
       await client.query(migration.sql);
       await client.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, $2)`, [
         migration.version,
@@ -89,14 +106,21 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
       applied.push(migration.version);
     }
     await client.query('COMMIT');
-    return { applied, version: Math.max(current, latest) };
+    return { applied, version: Math.max(locked, latest), notices };
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
     if (err instanceof SchemaVersionError) throw err;
     throw toDatabaseError(err, 'migrate');
   } finally {
+    client.off('notice', onNotice);
     client.release();
   }
+}
+
+function newerSchema(schema: string, current: number, latest: number): SchemaVersionError {
+  return new SchemaVersionError(
+    `schema ${schema} is at version ${current}, newer than this Leasehold (${latest}); upgrade Leasehold`,
+  );
 }
 
 /** The version a schema is at (0 when it has never been migrated). */

@@ -66,6 +66,8 @@ export interface WorkerOptions {
   /**
    * Mean interval of the retention pass (default 60 s, jittered); 0 disables it. Only one process
    * prunes a schema at a time (an advisory lock); retention settings come from the client and queues.
+   * Under the leasehold_worker role, which may not prune, the first pass reports a PermissionError
+   * and retention stays off in that worker.
    */
   pruneIntervalMs?: number;
   /**

@@ -8,6 +8,7 @@ import {
   withOfflineClient,
 } from '../connection.js';
 import type { Interrupt } from '../interrupt.js';
+import { note } from '../log.js';
 
 interface MigrateFlags extends ConnectionFlags {
   json?: boolean;
@@ -48,6 +49,8 @@ Examples:
     const result = await withDatabase(givenDatabaseUrl(flags), interrupt, (connectionString) =>
       migrateSchema(connectionString, schema),
     );
+    // On stderr, so --json output stays one object: e.g. roles this user could not create.
+    for (const notice of result.notices) note(notice);
     process.stdout.write(
       flags.json
         ? `${JSON.stringify({ schema, version: result.version, applied: result.applied })}\n`

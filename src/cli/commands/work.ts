@@ -32,6 +32,7 @@ export async function runWorker(
     const worker = lh.worker({ ...module.options, queues: module.queues, handleSignals: true });
     const migrated = await lh.migrate();
     note(`schema ${schema} at version ${migrated.version}`);
+    for (const notice of migrated.notices) note(notice);
     if (interrupt.received) return;
     await worker.start();
     note(

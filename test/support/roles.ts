@@ -1,0 +1,93 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll } from 'vitest';
+import { Leasehold, type LeaseholdOptions } from '../../src/index.js';
+import { databaseUrl } from './db.js';
+
+/** The group roles migration 006 creates: a contract, shared by every schema on the server. */
+export type GroupRole = 'leasehold_producer' | 'leasehold_worker' | 'leasehold_admin';
+
+/** A login role made for one test file. */
+export interface Login {
+  name: string;
+  /** The test server's connection string, as this login. */
+  url: string;
+}
+
+const logins: string[] = [];
+const clients: Leasehold[] = [];
+
+/** Runs `use` on a superuser connection to the test server. */
+export async function asSuperuser<T>(
+  use: (client: pg.Client) => Promise<T>,
+  url = databaseUrl(),
+): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await use(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A connection string for `name` with `password`, on the server `url` names. */
+export function urlFor(url: string, name: string, password: string): string {
+  const parsed = new URL(url);
+  parsed.username = name;
+  parsed.password = password;
+  return parsed.toString();
+}
+
+/**
+ * Creates a login role with a unique name, granted `groups` (and, with `createSchemas`, the right to
+ * create schemas in the test database: a schema owner that is not a superuser). Dropped after the
+ * file with what it owns; the group roles are never dropped, since other files' schemas use them.
+ */
+export async function createLogin(groups: GroupRole[], { createSchemas = false } = {}): Promise<Login> {
+  const name = `lh_login_${randomBytes(5).toString('hex')}`;
+  const password = randomBytes(16).toString('hex');
+  await asSuperuser(async (client) => {
+    // Names and password are hex drawn here: nothing from outside reaches this SQL.
+    await client.query(`CREATE ROLE ${name} LOGIN PASSWORD '${password}'`);
+    for (const group of groups) await client.query(`GRANT ${group} TO ${name}`);
+    if (createSchemas)
+      await client.query(`GRANT CREATE ON DATABASE "${await currentDatabase(client)}" TO ${name}`);
+  });
+  logins.push(name);
+  return { name, url: urlFor(databaseUrl(), name, password) };
+}
+
+/** A Leasehold client on `schema`, connected as a new login granted `groups`; closed after the file. */
+export async function clientAs(
+  groups: GroupRole[],
+  schema: string,
+  options: Omit<LeaseholdOptions, 'schema' | 'connectionString' | 'pool'> = {},
+): Promise<Leasehold> {
+  const login = await createLogin(groups);
+  return track(new Leasehold({ poolSize: 4, ...options, connectionString: login.url, schema }));
+}
+
+/** Closes `lh` after the file, before its login role is dropped. */
+export function track(lh: Leasehold): Leasehold {
+  clients.push(lh);
+  return lh;
+}
+
+async function currentDatabase(client: pg.Client): Promise<string> {
+  const { rows } = await client.query<{ db: string }>('SELECT current_database() AS db');
+  return rows[0]?.db ?? 'postgres';
+}
+
+afterAll(async () => {
+  await Promise.all(clients.splice(0).map((lh) => lh.close()));
+  const names = logins.splice(0);
+  if (names.length === 0) return;
+  await asSuperuser(async (client) => {
+    for (const name of names) {
+      // Only what this login owns (a schema it migrated) and the privileges granted to it.
+      await client.query(`DROP OWNED BY ${name} CASCADE`);
+      await client.query(`DROP ROLE ${name}`);
+    }
+  });
+});
