@@ -1,7 +1,8 @@
-import { type ClaimedRow, claimJobs } from '../storage/claim.js';
+import { byPreference, type ClaimedRow, claimJobs } from '../storage/claim.js';
 import { claimJobsLimited } from '../storage/claim-limited.js';
 import type { Queryable } from '../storage/db.js';
-import { readConcurrencyLimit } from '../storage/queues.js';
+import { readClaimSettings } from '../storage/queues.js';
+import { CLAIM_FLOOR_DEFAULTS, ClaimFloor, type ClaimFloorSettings } from './claim-floor.js';
 
 /** How long a queue's cached limit is trusted before it is read again. */
 const SETTINGS_TTL_MS = 5000;
@@ -11,13 +12,17 @@ const SETTINGS_TTL_MS = 5000;
  * per-key concurrency limit, from a cached read of the queue's settings. A stale cache cannot break
  * the limit: the plain claim yields nothing for a limited queue, and an empty plain claim re-reads
  * the settings at once (so plain queues pay one primary-key read per empty claim, none per full one).
+ * Plain claims start at the queue's ClaimFloor; a floored claim that comes back short is completed
+ * from the front of the index by a second statement (only when the queue is nearly drained).
  */
 export class ClaimRouter {
-  readonly #limits = new Map<string, { limit: number | null; readAt: number }>();
+  readonly #limits = new Map<string, { limit: number | null; aging: boolean; readAt: number }>();
+  readonly #floors = new Map<string, ClaimFloor>();
 
   constructor(
     private readonly db: Queryable,
     private readonly schema: string,
+    private readonly floorSettings: ClaimFloorSettings = CLAIM_FLOOR_DEFAULTS,
   ) {}
 
   /** Claims with the statement the queue's settings call for. */
@@ -31,10 +36,32 @@ export class ClaimRouter {
     if (!cached || performance.now() - cached.readAt > SETTINGS_TTL_MS)
       cached = await this.#read(params.queue);
     if (cached.limit !== null) return claimJobsLimited(this.db, this.schema, params);
-    const rows = await claimJobs(this.db, this.schema, params);
+    const rows = await this.#claimPlain(params, !cached.aging);
     if (rows.length > 0) return rows;
     const fresh = await this.#read(params.queue);
     return fresh.limit === null ? rows : claimJobsLimited(this.db, this.schema, params);
+  }
+
+  // Aging raises the priority of old jobs, whose available_at then lies below any floor: a queue
+  // with aging on always claims from the front, so an aged job is claimed as soon as it is raised.
+  async #claimPlain(
+    params: { queue: string; owner: string; limit: number; leaseMs: number },
+    useFloor: boolean,
+  ): Promise<ClaimedRow[]> {
+    if (!useFloor) return claimJobs(this.db, this.schema, params);
+    let floors = this.#floors.get(params.queue);
+    if (!floors) this.#floors.set(params.queue, (floors = new ClaimFloor(this.floorSettings)));
+    const floor = floors.next();
+    const rows = await claimJobs(this.db, this.schema, { ...params, floor });
+    floors.claimed(floor, rows);
+    if (floor === null || rows.length === params.limit) return rows;
+    const older = await claimJobs(this.db, this.schema, {
+      ...params,
+      limit: params.limit - rows.length,
+      floor: null,
+    });
+    floors.claimed(null, [...rows, ...older]);
+    return older.length === 0 ? rows : [...rows, ...older].sort(byPreference);
   }
 
   /** Forgets a queue's cached settings (after this process changed them). */
@@ -42,11 +69,8 @@ export class ClaimRouter {
     this.#limits.delete(queue);
   }
 
-  async #read(queue: string): Promise<{ limit: number | null; readAt: number }> {
-    const entry = {
-      limit: await readConcurrencyLimit(this.db, this.schema, queue),
-      readAt: performance.now(),
-    };
+  async #read(queue: string): Promise<{ limit: number | null; aging: boolean; readAt: number }> {
+    const entry = { ...(await readClaimSettings(this.db, this.schema, queue)), readAt: performance.now() };
     this.#limits.set(queue, entry);
     return entry;
   }

@@ -15,6 +15,8 @@ import { defineStatement, type Queryable, run } from './db.js';
  * (awaits_predecessor), so ordering keys cost the plain claim nothing. The claim is the attempt's
  * durable record (claimed_at, owner, token, claim id $5, attempt_count); the record that ends the attempt
  * copies those facts, so the claim writes no event row.
+ * $6 is a floor on available_at ('-infinity' for none): a worker that knows nothing claimable
+ * lies below it starts the index walk there instead of at the front (see operations/claim-floor.ts).
  * The update finds the locked rows with `id = ANY (ARRAY(...))` rather than a join: joined, the
  * planner costed a hash join over a sequential scan of jobs as cheaper than 500 primary-key probes
  * once tens of thousands were pending (12 ms instead of 4 ms for a claim of 500 at 50,000).
@@ -29,6 +31,7 @@ const JobClaimMany = defineStatement(
       AND status = 'pending'
       AND NOT awaits_predecessor
       AND available_at <= now()
+      AND available_at >= $6::timestamptz
       AND NOT EXISTS (
         SELECT 1 FROM ${s}.queues WHERE name = $1 AND (paused OR concurrency_limit_per_key IS NOT NULL))
     ORDER BY priority DESC, available_at, id
@@ -68,7 +71,7 @@ export interface ClaimedRow {
 export async function claimJobs(
   db: Queryable,
   schema: string,
-  params: { queue: string; owner: string; limit: number; leaseMs: number },
+  params: { queue: string; owner: string; limit: number; leaseMs: number; floor?: Date | null },
 ): Promise<ClaimedRow[]> {
   const rows = await run<ClaimedRow>(db, JobClaimMany(schema), [
     params.queue,
@@ -76,6 +79,7 @@ export async function claimJobs(
     params.limit,
     params.leaseMs,
     newClaimId(),
+    params.floor ?? '-infinity',
   ]);
   // UPDATE ... RETURNING has no defined order; restore the preference order for callers.
   if (rows.length > 1) rows.sort(byPreference);

@@ -139,17 +139,25 @@ export function listQueues(db: Queryable, schema: string, limit: number): Promis
 const QueueClaimSettings = defineStatement(
   'queue_claim_settings',
   (s) => `
-  SELECT concurrency_limit_per_key FROM ${s}.queues WHERE name = $1`,
+  SELECT concurrency_limit_per_key, aging_interval_ms IS NOT NULL AS aging FROM ${s}.queues WHERE name = $1`,
 );
 
-/** The per-key concurrency limit of a queue; null when none is set. */
-export async function readConcurrencyLimit(
+/** What a claimer needs to know of a queue: its per-key concurrency limit (null: none), and whether aging is on. */
+export interface QueueClaimSettingsRow {
+  limit: number | null;
+  aging: boolean;
+}
+
+/** Reads a queue's claim settings (defaults for a queue without a row). */
+export async function readClaimSettings(
   db: Queryable,
   schema: string,
   queue: string,
-): Promise<number | null> {
-  const rows = await run<{ concurrency_limit_per_key: number | null }>(db, QueueClaimSettings(schema), [
-    queue,
-  ]);
-  return rows[0]?.concurrency_limit_per_key ?? null;
+): Promise<QueueClaimSettingsRow> {
+  const rows = await run<{ concurrency_limit_per_key: number | null; aging: boolean }>(
+    db,
+    QueueClaimSettings(schema),
+    [queue],
+  );
+  return { limit: rows[0]?.concurrency_limit_per_key ?? null, aging: rows[0]?.aging ?? false };
 }
