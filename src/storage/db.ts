@@ -45,6 +45,27 @@ export function defineStatement(
   };
 }
 
+// Connections (pools, their clients, callers' clients) on which statements run unnamed: behind a
+// transaction-pooling pooler, a statement prepared on one server connection is unknown on the
+// next. The flag spares every other process even the set lookup.
+const unnamedOn = new WeakSet<object>();
+let anyUnnamed = false;
+
+/**
+ * Makes `run` send its statements unnamed (parsed every time, never prepared) on this connection.
+ * For a transaction-pooling pooler such as PgBouncer before 1.21 (see `preparedStatements`).
+ */
+export function runUnnamedOn(db: Queryable): void {
+  anyUnnamed = true;
+  unnamedOn.add(db);
+}
+
+/** As `runUnnamedOn`, for a pool and every client it hands out (`pool.connect()` included). */
+export function runUnnamedOnPool(pool: pg.Pool): void {
+  runUnnamedOn(pool);
+  pool.on('acquire', (client) => unnamedOn.add(client));
+}
+
 /** Runs a statement, translating driver errors into `DatabaseError` at this boundary. */
 export async function run<R extends pg.QueryResultRow>(
   db: Queryable,
@@ -52,7 +73,11 @@ export async function run<R extends pg.QueryResultRow>(
   values: unknown[],
 ): Promise<R[]> {
   try {
-    const result = await db.query<R>({ name: statement.name, text: statement.text, values });
+    const result = await db.query<R>(
+      anyUnnamed && unnamedOn.has(db)
+        ? { text: statement.text, values }
+        : { name: statement.name, text: statement.text, values },
+    );
     return result.rows;
   } catch (err) {
     throw toDatabaseError(err, statement.name);
