@@ -49,6 +49,7 @@ import {
 } from './operations/queues.js';
 import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
+import { poolerDefaults } from './pooler-env.js';
 import { describeError } from './runtime/error-details.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import { completeJobs } from './storage/complete.js';
@@ -138,8 +139,19 @@ export class Leasehold {
       10 * 365 * 86_400_000,
       DEFAULT_SUCCEEDED_RETENTION_MS,
     );
-    this.preparedStatements = optionalBoolean(options.preparedStatements, 'preparedStatements', true);
-    this.listen = optionalBoolean(options.listen, 'listen', true);
+    if (
+      options.listenConnectionString !== undefined &&
+      (typeof options.listenConnectionString !== 'string' || options.listenConnectionString === '')
+    ) {
+      throw new ValidationError('listenConnectionString', 'must be a non-empty connection string');
+    }
+    const defaults = poolerDefaults(process.env, options.listenConnectionString);
+    this.preparedStatements = optionalBoolean(
+      options.preparedStatements,
+      'preparedStatements',
+      defaults.preparedStatements,
+    );
+    this.listen = optionalBoolean(options.listen, 'listen', defaults.listen);
     if (options.pool) {
       this.pool = options.pool;
       this.#ownsPool = false;
@@ -159,11 +171,8 @@ export class Leasehold {
       this.#ownsPool = true;
     }
     if (!this.preparedStatements) runUnnamedOnPool(this.pool);
-    if (options.listenConnectionString !== undefined) {
-      if (typeof options.listenConnectionString !== 'string' || options.listenConnectionString === '') {
-        throw new ValidationError('listenConnectionString', 'must be a non-empty connection string');
-      }
-      this.listenConnection = { connectionString: options.listenConnectionString };
+    if (defaults.listenConnectionString !== undefined) {
+      this.listenConnection = { connectionString: defaults.listenConnectionString };
     } else {
       this.listenConnection = (this.pool as pg.Pool & { options: pg.ClientConfig }).options;
     }

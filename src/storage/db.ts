@@ -16,6 +16,8 @@ export interface Queryable {
 export interface Statement {
   readonly name: string;
   readonly text: string;
+  /** The text led by a comment naming it, sent when statements run unnamed (see `runUnnamedOn`). */
+  readonly unnamedText: string;
 }
 
 /** Quotes a validated identifier for SQL text (doubling any quote, though validation allows none). */
@@ -38,7 +40,9 @@ export function defineStatement(
       const text = build(quoteIdent(schema));
       // Prepared statement names are per connection; the hash keeps two schemas on one pool apart.
       const digest = createHash('sha1').update(schema).update('\0').update(text).digest('hex').slice(0, 10);
-      statement = { name: `leasehold_${name}_${digest}`, text };
+      const fullName = `leasehold_${name}_${digest}`;
+      // Unnamed, the comment still tells pg_stat_activity and the server log which statement runs.
+      statement = { name: fullName, text, unnamedText: `/* ${fullName} */ ${text}` };
       bySchema.set(schema, statement);
     }
     return statement;
@@ -75,7 +79,7 @@ export async function run<R extends pg.QueryResultRow>(
   try {
     const result = await db.query<R>(
       anyUnnamed && unnamedOn.has(db)
-        ? { text: statement.text, values }
+        ? { text: statement.unnamedText, values }
         : { name: statement.name, text: statement.text, values },
     );
     return result.rows;
