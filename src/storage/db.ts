@@ -70,6 +70,18 @@ export function runUnnamedOnPool(pool: pg.Pool): void {
   pool.on('acquire', (client) => unnamedOn.add(client));
 }
 
+/**
+ * Listens for a lost connection on a client checked out of a pool, until the returned function is
+ * called (just before release). pg emits 'error' on a client whose connection ends, and a pool
+ * listens only to its idle clients: unheard, that event would crash the process. The statement in
+ * flight, if any, fails by itself, and the next one fails at once ("not queryable").
+ */
+export function guardCheckedOut(client: pg.PoolClient): () => void {
+  const ignore = () => {};
+  client.on('error', ignore);
+  return () => client.off('error', ignore);
+}
+
 /** Runs a statement, translating driver errors into `DatabaseError` at this boundary. */
 export async function run<R extends pg.QueryResultRow>(
   db: Queryable,

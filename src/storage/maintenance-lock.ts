@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { defineStatement, type Queryable, run } from './db.js';
+import { defineStatement, guardCheckedOut, type Queryable, run } from './db.js';
 
 // First key of the two-key advisory lock that one maintenance task (named by $1) takes per schema
 // ($2); the migrator uses 0x4c48 for its own, so the two never collide.
@@ -34,6 +34,7 @@ export async function withMaintenanceLock<T>(
   work: (db: Queryable) => Promise<T>,
 ): Promise<T | null> {
   const client = await pool.connect();
+  const unguard = guardCheckedOut(client);
   let broken: Error | undefined;
   try {
     await client.query('BEGIN');
@@ -49,6 +50,7 @@ export async function withMaintenanceLock<T>(
     broken = err instanceof Error ? err : new Error(String(err));
     throw err;
   } finally {
+    unguard();
     client.release(broken);
   }
 }
