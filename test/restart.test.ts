@@ -155,7 +155,7 @@ describe('a PostgreSQL restart', () => {
         sampling = false;
         await sampler;
       }
-      expect(worstOverdueMs).toBeLessThan(sweepMs * 1.25 + 1000);
+      expect(worstOverdueMs).toBeLessThan(sweepMs * 1.25 + 1500); // slack for a loaded machine
       // Leases that lapsed in the outage came back through this worker's sweep.
       expect(worker.counters.recovered).toBeGreaterThan(0);
       const { rows: left } = await observer.query(`SELECT status::text FROM "${schema}".jobs`);
@@ -188,5 +188,7 @@ describe('a PostgreSQL restart', () => {
       await lh.close();
       await observer.end();
     }
-  });
+    // A server of its own to initialise, start twice and recover: more than the default 30 s on a
+    // loaded machine. Every wait inside has its own, tighter bound.
+  }, 120_000);
 });
