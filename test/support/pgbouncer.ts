@@ -63,8 +63,9 @@ export async function startPgBouncer(serverUrl: string, poolSize: number): Promi
   }
   const child = spawn(binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
+  // Read (the pipe must not fill up), keeping the tail for a start-up failure's message.
   child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
+    stderr = (stderr + chunk.toString()).slice(-8000);
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const connectionString = `postgres://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}${server.pathname || '/postgres'}`;
