@@ -67,7 +67,14 @@ export async function startPgBouncer(serverUrl: string, poolSize: number): Promi
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-8000);
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    // Not installed (ENOENT) or not runnable: say what to do instead of timing out.
+    child.once('error', (err) => {
+      stderr += `${err.message}: install it with apt-get install -y pgbouncer\n`;
+      resolve(null);
+    });
+  });
   const connectionString = `postgres://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${port}${server.pathname || '/postgres'}`;
   // If the run ends without stop(), PgBouncer must not be left behind.
   const killOnExit = () => child.kill('SIGTERM');
