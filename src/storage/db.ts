@@ -66,6 +66,8 @@ export function runUnnamedOn(db: Queryable): void {
 
 /** As `runUnnamedOn`, for a pool and every client it hands out (`pool.connect()` included). */
 export function runUnnamedOnPool(pool: pg.Pool): void {
+  // Once per pool, however many clients share it.
+  if (unnamedOn.has(pool)) return;
   runUnnamedOn(pool);
   pool.on('acquire', (client) => unnamedOn.add(client));
 }
