@@ -18,6 +18,24 @@ export interface LeaseholdOptions {
   maxPayloadBytes?: number;
   /** How long succeeded jobs are kept before retention removes them (default 1 hour); per queue: `configureQueue`. */
   succeededRetentionMs?: number;
+  /**
+   * Prepare each statement once per connection (default true, or false under
+   * `LEASEHOLD_POOLER=transaction`). Set false behind a pooler in transaction mode that does not
+   * track prepared statements (PgBouncer before 1.21): statements then run unnamed, on the pool and
+   * on clients you pass in. See docs/operators-guide.md.
+   */
+  preparedStatements?: boolean;
+  /**
+   * Whether this client's workers LISTEN for wake-ups unless a worker sets its own `listen`
+   * (default true; under `LEASEHOLD_POOLER=transaction`, only with a listen connection string).
+   */
+  listen?: boolean;
+  /**
+   * A direct (session) connection string for the workers' LISTEN connection, beside a pooled
+   * `connectionString` or `pool`: LISTEN needs a session of its own. Default:
+   * `LEASEHOLD_LISTEN_DATABASE_URL`, else the pool's settings.
+   */
+  listenConnectionString?: string;
 }
 
 /** Options of `enqueue`. */

@@ -49,10 +49,11 @@ import {
 } from './operations/queues.js';
 import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
+import { poolerDefaults } from './pooler-env.js';
 import { describeError } from './runtime/error-details.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import { completeJobs } from './storage/complete.js';
-import type { Queryable } from './storage/db.js';
+import { type Queryable, runUnnamedOn, runUnnamedOnPool } from './storage/db.js';
 import { insertJob, insertJobs, type NewJob, notifyQueue } from './storage/enqueue.js';
 import { insertKeyedJob } from './storage/enqueue-keyed.js';
 import { insertOrderedJobs } from './storage/enqueue-ordered.js';
@@ -69,6 +70,7 @@ import {
   DEFAULT_MAX_PAYLOAD_BYTES,
   MAX_BATCH,
   MAX_ENQUEUE_MANY,
+  optionalBoolean,
   optionalInt,
   optionalText,
   scheduleFromOptions,
@@ -106,6 +108,12 @@ export class Leasehold {
   readonly maxPayloadBytes: number;
   /** Default retention of succeeded jobs, in ms. */
   readonly succeededRetentionMs: number;
+  /** False when statements run unnamed (behind a transaction-mode pooler). */
+  readonly preparedStatements: boolean;
+  /** Whether this client's workers listen for wake-ups by default. */
+  readonly listen: boolean;
+  /** Settings of the workers' LISTEN connection (a direct one, or the pool's). */
+  readonly listenConnection: pg.ClientConfig;
   readonly #ownsPool: boolean;
   // Autocommit enqueues share one wake-up per queue per window (see wakeup-coalescer.ts).
   readonly #wakeups = new WakeupCoalescer(WAKEUP_WINDOW_MS, (queue) =>
@@ -132,6 +140,19 @@ export class Leasehold {
       10 * 365 * 86_400_000,
       DEFAULT_SUCCEEDED_RETENTION_MS,
     );
+    if (
+      options.listenConnectionString !== undefined &&
+      (typeof options.listenConnectionString !== 'string' || options.listenConnectionString === '')
+    ) {
+      throw new ValidationError('listenConnectionString', 'must be a non-empty connection string');
+    }
+    const defaults = poolerDefaults(process.env, options.listenConnectionString);
+    this.preparedStatements = optionalBoolean(
+      options.preparedStatements,
+      'preparedStatements',
+      defaults.preparedStatements,
+    );
+    this.listen = optionalBoolean(options.listen, 'listen', defaults.listen);
     if (options.pool) {
       this.pool = options.pool;
       this.#ownsPool = false;
@@ -149,6 +170,12 @@ export class Leasehold {
       // the next query on a fresh connection reports the error where it can be handled.
       this.pool.on('error', () => {});
       this.#ownsPool = true;
+    }
+    if (!this.preparedStatements) runUnnamedOnPool(this.pool);
+    if (defaults.listenConnectionString !== undefined) {
+      this.listenConnection = { connectionString: defaults.listenConnectionString };
+    } else {
+      this.listenConnection = (this.pool as pg.Pool & { options: pg.ClientConfig }).options;
     }
     this.#claims = new ClaimRouter(this.pool, this.schema);
   }
@@ -171,7 +198,7 @@ export class Leasehold {
   async enqueue(queue: string, payload: unknown, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     assertQueueName(queue);
     return traceEnqueue(
-      { db: options.client ?? this.pool, schema: this.schema, queue, count: 1 },
+      { db: this.#on(options.client), schema: this.schema, queue, count: 1 },
       () => this.#enqueue(queue, payload, options),
       (result) => (result.created ? [result.id] : []),
     );
@@ -179,7 +206,7 @@ export class Leasehold {
 
   async #enqueue(queue: string, payload: unknown, options: EnqueueOptions): Promise<EnqueueResult> {
     const job = this.#newJob({ ...options, payload }, 'options');
-    const db = options.client ?? this.pool;
+    const db = this.#on(options.client);
     if (options.idempotencyKey !== undefined) {
       const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', 200) as string;
       if (job.orderingKey !== null) {
@@ -210,7 +237,7 @@ export class Leasehold {
     assertQueueName(queue);
     return traceEnqueue(
       {
-        db: options.client ?? this.pool,
+        db: this.#on(options.client),
         schema: this.schema,
         queue,
         count: Array.isArray(items) ? items.length : 0,
@@ -229,7 +256,7 @@ export class Leasehold {
       throw new ValidationError('items', `must be an array of 1 to ${MAX_ENQUEUE_MANY} jobs`);
     }
     const jobs = items.map((item, index) => this.#newJob(item, `items[${index}]`));
-    const db = options.client ?? this.pool;
+    const db = this.#on(options.client);
     if (jobs.some((job) => job.orderingKey !== null)) {
       return { ids: await insertOrderedJobs(db, this.schema, queue, jobs) };
     }
@@ -281,7 +308,7 @@ export class Leasehold {
   /** Marks the job succeeded; false when the lease was lost and nothing changed. */
   async complete(lease: Lease, options: { client?: Queryable } = {}): Promise<boolean> {
     assertLease(lease);
-    const accepted = await completeJobs(options.client ?? this.pool, this.schema, [lease]);
+    const accepted = await completeJobs(this.#on(options.client), this.schema, [lease]);
     return accepted.has(lease.jobId);
   }
 
@@ -294,7 +321,7 @@ export class Leasehold {
       throw new ValidationError('leases', `must be an array of at most ${MAX_BATCH} leases`);
     }
     for (const lease of leases) assertLease(lease);
-    return completeJobs(options.client ?? this.pool, this.schema, leases);
+    return completeJobs(this.#on(options.client), this.schema, leases);
   }
 
   /**
@@ -416,7 +443,7 @@ export class Leasehold {
    * past their queue's dead retention (each leaving a tombstone), in bounded batches.
    */
   prune(options: PruneOptions = {}): Promise<PruneResult> {
-    return prunePass(this.pool, this.schema, {
+    return prunePass((batch) => batch(this.pool), this.schema, {
       succeededRetentionMs: this.succeededRetentionMs,
       batchSize: optionalInt(options.batchSize, 'batchSize', 1, MAX_BATCH, DEFAULT_PRUNE_BATCH),
       limit: optionalInt(options.limit, 'limit', 1, Number.MAX_SAFE_INTEGER, DEFAULT_PRUNE_LIMIT),
@@ -441,6 +468,14 @@ export class Leasehold {
   /** Creates a worker that runs handlers for the given queues. Call `start()` on it. */
   worker(options: WorkerOptions): Worker {
     return new Worker(this, options);
+  }
+
+  // The connection a call runs on: the caller's client (inside their transaction), else the pool.
+  // A caller's client is set to run statements unnamed when this client does.
+  #on(client: Queryable | undefined): Queryable {
+    if (client === undefined) return this.pool;
+    if (!this.preparedStatements) runUnnamedOn(client);
+    return client;
   }
 
   #newJob(

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Leasehold } from '../src/index.js';
-import { databaseUrl, migratedClient, testPool } from './support/db.js';
+import { databaseUrl, directDatabaseUrl, migratedClient, testPool } from './support/db.js';
 
 describe('claim', () => {
   it('gives 8 concurrent claimers unique leases, and every one of 2,000 jobs is claimed exactly once', async () => {
@@ -85,8 +85,9 @@ describe('claim', () => {
 
   it('claims other jobs without waiting while one job row is locked by an open transaction', async () => {
     const setup = await migratedClient();
-    // A claim that waited on the lock would fail with statement_timeout instead of hanging.
-    const impatient = new pg.Pool({ connectionString: databaseUrl(), statement_timeout: 2000 });
+    // A claim that waited on the lock would fail with statement_timeout instead of hanging. The
+    // timeout is a session setting (a pooler refuses it at start-up), so this pool connects directly.
+    const impatient = new pg.Pool({ connectionString: directDatabaseUrl(), statement_timeout: 2000 });
     const lh = new Leasehold({ pool: impatient, schema: setup.schema });
     const { ids } = await lh.enqueueMany('locked', [{ payload: 'a' }, { payload: 'b' }, { payload: 'c' }]);
     const blocker = new pg.Client({ connectionString: databaseUrl() });

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { isLeaseholdError, Leasehold, ValidationError } from '../src/index.js';
-import { countByStatus, databaseUrl, migratedClient, testPool } from './support/db.js';
+import { countByStatus, databaseUrl, directDatabaseUrl, migratedClient, testPool } from './support/db.js';
 
 describe('enqueue', () => {
   it("commits with the caller's transaction", async () => {
@@ -70,7 +70,8 @@ describe('enqueue', () => {
 
   it('notifies listeners of the queue in the same transaction, with only the queue name', async () => {
     const lh = await migratedClient();
-    const listener = new pg.Client({ connectionString: databaseUrl() });
+    // LISTEN needs a session of its own: behind a pooler, a direct connection.
+    const listener = new pg.Client({ connectionString: directDatabaseUrl() });
     await listener.connect();
     try {
       const received: { channel: string; payload: string | undefined }[] = [];

@@ -39,8 +39,9 @@ describe('idempotent enqueue', () => {
     const lh = await migratedClient();
     const pool = testPool();
     const clients = await Promise.all(
-      Array.from({ length: 10 }, async () => {
-        const client = new pg.Client({ connectionString: databaseUrl() });
+      Array.from({ length: 10 }, async (_, i) => {
+        // Named, so a transaction's server process can be found (behind a pooler too).
+        const client = new pg.Client({ connectionString: databaseUrl(), application_name: `tx-${i}` });
         await client.connect();
         return client;
       }),
@@ -64,13 +65,12 @@ describe('idempotent enqueue', () => {
       const held = await lh.enqueue('tx', { from: 'a' }, { client: a, idempotencyKey: 'fragile' });
       await b.query('BEGIN');
       const waiting = lh.enqueue('tx', { from: 'b' }, { client: b, idempotencyKey: 'fragile' });
-      const bPid = (b as pg.Client & { processID: number }).processID;
       await waitFor(
         async () =>
           (
-            await pool.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, [
-              bPid,
-            ])
+            await pool.query(
+              `SELECT 1 FROM pg_stat_activity WHERE application_name = 'tx-1' AND wait_event_type = 'Lock'`,
+            )
           ).rowCount,
         { what: 'the second transaction waiting on the key' },
       );

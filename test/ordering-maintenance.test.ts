@@ -3,12 +3,12 @@ import { describe, expect, it, vi } from 'vitest';
 import { adminCommands } from '../src/cli/admin-commands.js';
 import { Interrupt } from '../src/cli/interrupt.js';
 import { AgingService } from '../src/maintenance/aging.js';
-import { databaseUrl, migratedClient, testPool, waitFor } from './support/db.js';
+import { databaseUrl, listenOptions, migratedClient, testPool, waitFor } from './support/db.js';
 import { started } from './support/worker.js';
 
 describe('ordering keys with a worker and the fairness pass', () => {
   it('a worker runs each key in order, woken by the hand-over rather than the poll', async () => {
-    const lh = await migratedClient();
+    const lh = await migratedClient(listenOptions());
     const items = [];
     for (let seq = 0; seq < 8; seq++) {
       for (let k = 0; k < 3; k++) items.push({ payload: { k, seq }, orderingKey: `k${k}` });

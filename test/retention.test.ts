@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SUCCEEDED_RETENTION_MS } from '../src/index.js';
 import { prunePass, RetentionService } from '../src/maintenance/retention.js';
-import { releaseMaintenanceLock, tryMaintenanceLock } from '../src/storage/maintenance-lock.js';
+import { tryMaintenanceLock } from '../src/storage/maintenance-lock.js';
 import { countByStatus, migratedClient, testPool, waitFor } from './support/db.js';
 import { started } from './support/worker.js';
 
@@ -122,18 +122,20 @@ describe('retention', () => {
     // The worker's own passes would take the lock too: stop it before checking the lock.
     await worker.stop();
 
-    // While another session holds the retention lock, a pass is skipped.
+    // While another transaction holds the retention lock, a pass is skipped.
     const holder = await pool.connect();
     try {
+      await holder.query('BEGIN');
       expect(await tryMaintenanceLock(holder, lh.schema, 'retention')).toBe(true);
       const service = new RetentionService({
         intervalMs: 60_000,
         pool: lh.pool,
         schema: lh.schema,
-        prune: (db) => prunePass(db, lh.schema, { succeededRetentionMs: 0, batchSize: 100, limit: 1000 }),
+        prune: (runBatch) =>
+          prunePass(runBatch, lh.schema, { succeededRetentionMs: 0, batchSize: 100, limit: 1000 }),
       });
       expect(await service.runOnce()).toEqual({ succeeded: 0, terminal: 0, skipped: true });
-      await releaseMaintenanceLock(holder, lh.schema, 'retention');
+      await holder.query('COMMIT'); // the lock ends with the transaction
       expect((await service.runOnce()).skipped).toBe(false);
     } finally {
       holder.release();

@@ -1,12 +1,20 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { countByStatus, databaseUrl, migratedClient, testPool, waitFor } from './support/db.js';
+import {
+  countByStatus,
+  databaseUrl,
+  directDatabaseUrl,
+  listenOptions,
+  migratedClient,
+  testPool,
+  waitFor,
+} from './support/db.js';
 import { started } from './support/worker.js';
 
 describe('coalesced wake-ups', () => {
   it('a burst of concurrent enqueues sends far fewer notifications than jobs, the last one after every job committed', async () => {
     const lh = await migratedClient();
-    const listener = new pg.Client({ connectionString: databaseUrl() });
+    const listener = new pg.Client({ connectionString: directDatabaseUrl() }); // LISTEN needs a session
     await listener.connect();
     try {
       const received: number[] = [];
@@ -25,7 +33,7 @@ describe('coalesced wake-ups', () => {
   });
 
   it('an idle worker that never polls still runs every job of concurrent bursts: no job is left unannounced', async () => {
-    const lh = await migratedClient();
+    const lh = await migratedClient(listenOptions());
     const pool = testPool();
     const worker = lh.worker({
       queues: { bursty: { concurrency: 8, handler: async () => {} } },
@@ -84,7 +92,7 @@ describe('coalesced wake-ups', () => {
     const setup = await migratedClient();
     const { Leasehold } = await import('../src/index.js');
     const lh = new Leasehold({ connectionString: databaseUrl(), schema: setup.schema });
-    const listener = new pg.Client({ connectionString: databaseUrl() });
+    const listener = new pg.Client({ connectionString: directDatabaseUrl() }); // LISTEN needs a session
     await listener.connect();
     try {
       let count = 0;

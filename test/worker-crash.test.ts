@@ -111,8 +111,9 @@ describe('crashes and lost heartbeats', () => {
     // Worker A's renewals never reach the database (its network drops them); everything else does.
     class RenewalDroppingPool extends pg.Pool {
       override query(config: unknown, values?: unknown): never {
-        const name = (config as { name?: string } | null)?.name ?? '';
-        if (name.includes('extend_lease')) {
+        // Named, or unnamed behind a pooler with the name in a leading comment.
+        const { name, text } = (config ?? {}) as { name?: string; text?: string };
+        if ((name ?? text ?? '').includes('extend_lease')) {
           return Promise.reject(new Error('injected fault: heartbeat lost')) as never;
         }
         return (super.query as (c: unknown, v?: unknown) => never)(config, values);

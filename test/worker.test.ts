@@ -9,7 +9,14 @@ import {
   SnoozeError,
   ValidationError,
 } from '../src/index.js';
-import { countByStatus, databaseUrl, migratedClient, testPool, waitFor } from './support/db.js';
+import {
+  countByStatus,
+  databaseUrl,
+  listenOptions,
+  migratedClient,
+  testPool,
+  waitFor,
+} from './support/db.js';
 import { deferred, started } from './support/worker.js';
 
 const noBackoff = { baseMs: 0, maxMs: 0 };
@@ -409,8 +416,9 @@ describe('worker', () => {
     // Every completion fails as if the server were unreachable; everything else works.
     class CompletionRefusingPool extends pg.Pool {
       override query(config: unknown, values?: unknown): never {
-        const name = (config as { name?: string } | null)?.name ?? '';
-        if (name.includes('complete_jobs'))
+        // Named, or unnamed behind a pooler with the name in a leading comment.
+        const { name, text } = (config ?? {}) as { name?: string; text?: string };
+        if ((name ?? text ?? '').includes('complete_jobs'))
           return Promise.reject(new Error('injected: server gone')) as never;
         return (super.query as (c: unknown, v?: unknown) => never)(config, values);
       }
@@ -439,7 +447,7 @@ describe('worker', () => {
   });
 
   it('a NOTIFY wakes an idle worker long before its poll interval', async () => {
-    const lh = await migratedClient();
+    const lh = await migratedClient(listenOptions());
     const handled = deferred<string>();
     const worker = lh.worker({
       queues: { wake: async (job) => handled.resolve(job.id) },
@@ -458,7 +466,7 @@ describe('worker', () => {
   });
 
   it('with every listener disconnected, polling still drains committed jobs, and the listener comes back', async () => {
-    const lh = await migratedClient();
+    const lh = await migratedClient(listenOptions());
     const pool = testPool();
     const worker = lh.worker({
       queues: { orphaned: { concurrency: 5, handler: async () => {} } },

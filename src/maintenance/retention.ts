@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { isLeaseholdError, PermissionError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
-import { releaseMaintenanceLock, tryMaintenanceLock } from '../storage/maintenance-lock.js';
+import { withMaintenanceLock } from '../storage/maintenance-lock.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
 import { PeriodicService } from './periodic-service.js';
 
@@ -32,31 +32,50 @@ export interface PrunePassOptions {
 }
 
 /**
+ * Runs one batch of a pass (in its own short transaction, where the runner opens one); resolves
+ * null, running nothing, when the batch may not run now because another process is pruning.
+ */
+export type BatchRunner = <T>(batch: (db: Queryable) => Promise<T>) => Promise<T | null>;
+
+/**
  * One retention pass: succeeded jobs past their retention, then dead and cancelled jobs past their
  * queue's dead retention, each in bounded batches (each its own short transaction), until a batch
- * comes back short or `limit` rows of a kind were removed.
+ * comes back short or `limit` rows of a kind were removed. A batch the runner refuses ends the pass
+ * (another process is pruning and goes on); refused at the first batch, the pass is `skipped`.
  */
 export async function prunePass(
-  db: Queryable,
+  runBatch: BatchRunner,
   schema: string,
   options: PrunePassOptions,
 ): Promise<PruneResult> {
   const result: PruneResult = { succeeded: 0, terminal: 0, skipped: false };
+  let batches = 0;
+  const next = async <T>(batch: (db: Queryable) => Promise<T>): Promise<T | null> => {
+    const answer = await runBatch(batch);
+    if (answer === null && batches === 0) result.skipped = true;
+    batches++;
+    return answer;
+  };
   let after: FinishedCursor | null = null;
   while (result.succeeded < options.limit) {
     const batchLimit = Math.min(options.batchSize, options.limit - result.succeeded);
-    const batch = await pruneFinishedBatch(db, schema, {
-      limit: batchLimit,
-      defaultRetentionMs: options.succeededRetentionMs,
-      after,
-    });
+    const cursor: FinishedCursor | null = after;
+    const batch: Awaited<ReturnType<typeof pruneFinishedBatch>> | null = await next((db) =>
+      pruneFinishedBatch(db, schema, {
+        limit: batchLimit,
+        defaultRetentionMs: options.succeededRetentionMs,
+        after: cursor,
+      }),
+    );
+    if (batch === null) return result;
     result.succeeded += batch.removed;
     if (batch.next === null || batch.seen < batchLimit) break;
     after = batch.next;
   }
   while (result.terminal < options.limit) {
     const batchLimit = Math.min(options.batchSize, options.limit - result.terminal);
-    const batch = await pruneTerminalBatch(db, schema, batchLimit);
+    const batch = await next((db) => pruneTerminalBatch(db, schema, batchLimit));
+    if (batch === null) return result;
     result.terminal += batch.removed;
     if (batch.seen < batchLimit) break;
   }
@@ -67,12 +86,12 @@ export async function prunePass(
 export interface RetentionServiceOptions {
   /** Mean interval between passes, in ms; each wait is jittered by ±25%. */
   intervalMs: number;
-  /** The pool to take the pass's connection from. */
+  /** The pool each batch's connection is taken from. */
   pool: pg.Pool;
   /** The schema pruned (names the lock). */
   schema: string;
-  /** One pass, run on the connection that holds the lock. */
-  prune: (db: Queryable) => Promise<PruneResult>;
+  /** One pass, running each batch through the given runner (which takes the lock per batch). */
+  prune: (runBatch: BatchRunner) => Promise<PruneResult>;
   /** Called after a pass that removed something. */
   onPruned?: (result: PruneResult) => void;
   /** Called when a pass fails; the service keeps going. */
@@ -80,11 +99,12 @@ export interface RetentionServiceOptions {
 }
 
 /**
- * Runs retention passes on a slow jittered timer. Every worker process runs one, but a pass first
- * takes a session-level advisory lock (without waiting) on a connection it keeps for the pass, and
- * skips when another process holds it: concurrent passes would be safe (every batch takes rows
- * with SKIP LOCKED) but would only repeat each other's scans. A crashed holder's lock ends with its
- * connection.
+ * Runs retention passes on a slow jittered timer. Every worker process runs one, but each batch of
+ * a pass runs in a short transaction that first takes a transaction-level advisory lock (without
+ * waiting): a pass that finds it taken is skipped, and one that finds it taken between batches
+ * ends, so one process prunes a schema at a time. Concurrent batches would be safe (each takes rows
+ * with SKIP LOCKED) but would only repeat each other's scans. No lock outlives its batch's
+ * transaction, so this works behind a transaction-mode pooler, and a crashed holder holds nothing.
  * Pruning is an operator's power: a process whose role may not prune (leasehold_worker) reports
  * that once, as a `PermissionError`, and turns its retention off instead of failing every interval.
  */
@@ -96,22 +116,13 @@ export class RetentionService extends PeriodicService<PruneResult> {
   /** Runs one pass now (or reports it skipped when another process is pruning). */
   override async runOnce(): Promise<PruneResult> {
     const { pool, schema } = this.options;
-    const client = await pool.connect();
-    let broken: Error | undefined;
     try {
-      if (!(await tryMaintenanceLock(client, schema, 'retention'))) {
-        return { succeeded: 0, terminal: 0, skipped: true };
-      }
-      try {
-        const result = await this.options.prune(client);
-        if (result.succeeded + result.terminal > 0) this.options.onPruned?.(result);
-        return result;
-      } finally {
-        await releaseMaintenanceLock(client, schema, 'retention');
-      }
+      const result = await this.options.prune((batch) =>
+        withMaintenanceLock(pool, schema, 'retention', batch),
+      );
+      if (result.succeeded + result.terminal > 0) this.options.onPruned?.(result);
+      return result;
     } catch (err) {
-      // A connection whose lock state is unknown must not go back to the pool holding the lock.
-      broken = err instanceof Error ? err : new Error(String(err));
       if (isLeaseholdError(err, 'PERMISSION_DENIED')) {
         this.retire();
         throw new PermissionError(
@@ -122,8 +133,6 @@ export class RetentionService extends PeriodicService<PruneResult> {
         );
       }
       throw err;
-    } finally {
-      client.release(broken);
     }
   }
 }

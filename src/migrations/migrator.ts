@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { SchemaVersionError, toDatabaseError } from '../errors.js';
-import { quoteIdent } from '../storage/db.js';
+import { guardCheckedOut, quoteIdent } from '../storage/db.js';
 
 /** One forward-only migration: a numbered SQL file. */
 export interface Migration {
@@ -71,6 +71,7 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
   } catch (err) {
     throw toDatabaseError(err, 'migrate');
   }
+  const unguard = guardCheckedOut(client);
   // Migrations speak to the operator through NOTICEs prefixed "leasehold:" (006: roles skipped).
   const notices: string[] = [];
   const onNotice = (notice: { message?: string }) => {
@@ -113,6 +114,7 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
     throw toDatabaseError(err, 'migrate');
   } finally {
     client.off('notice', onNotice);
+    unguard();
     client.release();
   }
 }

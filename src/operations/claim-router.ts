@@ -50,7 +50,10 @@ export class ClaimRouter {
   ): Promise<ClaimedRow[]> {
     if (!useFloor) return claimJobs(this.db, this.schema, params);
     let floors = this.#floors.get(params.queue);
-    if (!floors) this.#floors.set(params.queue, (floors = new ClaimFloor(this.floorSettings)));
+    if (!floors) {
+      floors = new ClaimFloor(this.floorSettings);
+      this.#floors.set(params.queue, floors);
+    }
     const floor = floors.next();
     const rows = await claimJobs(this.db, this.schema, { ...params, floor });
     floors.claimed(floor, rows);

@@ -9,7 +9,7 @@ import {
 } from '../config.js';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import { assertQueueName, MAX_BATCH, optionalInt } from '../validation.js';
+import { assertQueueName, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
 import type { JobContext } from './job-context.js';
 
 /** A queue's handler: resolve to complete the job, throw to fail it. */
@@ -57,7 +57,10 @@ export interface WorkerOptions {
   queues: Record<string, QueueOptions | JobHandler>;
   /** Claim from the table at least this often even without notifications (default 1000 ms). */
   pollIntervalMs?: number;
-  /** Wake on LISTEN/NOTIFY (default true). False: poll only (for transaction-mode poolers). */
+  /**
+   * Wake on LISTEN/NOTIFY (default: the client's `listen`, true unless set). False: poll only, for
+   * a transaction-mode pooler when no direct `listenConnectionString` is given.
+   */
   listen?: boolean;
   /** How long `stop()` lets running handlers finish before aborting them (default 10 s). */
   shutdownTimeoutMs?: number;
@@ -176,6 +179,7 @@ export function defaultOwner(): string {
 export function resolveWorkerOptions(
   options: WorkerOptions,
   clientBackoff: Required<BackoffOptions> = DEFAULT_BACKOFF,
+  clientListen = true,
 ): ResolvedWorkerOptions {
   if (typeof options !== 'object' || options === null)
     throw new ValidationError('options', 'must be an object');
@@ -215,7 +219,7 @@ export function resolveWorkerOptions(
       3_600_000,
       WORKER_DEFAULTS.pollIntervalMs,
     ),
-    listen: options.listen ?? true,
+    listen: optionalBoolean(options.listen, 'listen', clientListen),
     shutdownTimeoutMs: optionalInt(
       options.shutdownTimeoutMs,
       'shutdownTimeoutMs',

@@ -1,6 +1,7 @@
 import { completeJobs } from '../storage/complete.js';
 import type { Queryable } from '../storage/db.js';
 import { type FailOutcome, type FailRef, failJobs, type SnoozeRef, snoozeJobs } from '../storage/fail.js';
+import { findLandedOutcomes } from '../storage/outcome-lookup.js';
 import type { FenceRef } from '../storage/refusals.js';
 import type { FlushInfo } from './telemetry-events.js';
 
@@ -17,7 +18,10 @@ interface Pending<T> {
  * per kind. A flush starts on the next tick (or after `delayMs`) and the next one as soon as the
  * previous answers, so under load each statement carries everything that finished meanwhile.
  * A database error keeps the writes queued and retries with backoff: the fence makes a late
- * write harmless, and a job whose lease lapses meanwhile is recovered by the sweep.
+ * write harmless, and a job whose lease lapses meanwhile is recovered by the sweep. A write whose
+ * statement failed may still have landed (the connection died after the commit, before the
+ * answer): before it is sent again, one read finds out, so it is neither reported lost nor
+ * written twice (see outcome-lookup.ts).
  */
 export class OutcomeBatcher {
   #completes: Pending<FenceRef>[] = [];
@@ -28,6 +32,8 @@ export class OutcomeBatcher {
   #failures = 0;
   #idle: (() => void)[] = [];
   #abandoned = false;
+  // Writes sent in a flush that failed before they were answered: they may have landed.
+  readonly #inDoubt = new Set<Pending<FenceRef>>();
 
   constructor(
     private readonly db: Queryable,
@@ -70,6 +76,7 @@ export class OutcomeBatcher {
    */
   abandon(): void {
     this.#abandoned = true;
+    this.#inDoubt.clear();
     for (const list of [this.#completes, this.#fails, this.#snoozes] as Pending<unknown>[][]) {
       for (const p of list.splice(0)) settle(p, 'lost');
     }
@@ -103,10 +110,16 @@ export class OutcomeBatcher {
   }
 
   async #flush(): Promise<void> {
-    const completes = this.#completes.splice(0);
-    const fails = this.#fails.splice(0);
-    const snoozes = this.#snoozes.splice(0);
+    let completes = this.#completes.splice(0);
+    let fails = this.#fails.splice(0);
+    let snoozes = this.#snoozes.splice(0);
     try {
+      if (this.#inDoubt.size > 0) {
+        await this.#settleLanded([...completes, ...fails, ...snoozes]);
+        completes = completes.filter((p) => !answered.has(p));
+        fails = fails.filter((p) => !answered.has(p));
+        snoozes = snoozes.filter((p) => !answered.has(p));
+      }
       await Promise.all([
         completes.length > 0 ? this.#flushCompletes(completes) : undefined,
         fails.length > 0 ? this.#flushFails(fails) : undefined,
@@ -115,6 +128,10 @@ export class OutcomeBatcher {
       this.#failures = 0;
     } catch (err) {
       this.onError(err);
+      // Whatever was not answered may have landed all the same.
+      for (const p of [...completes, ...fails, ...snoozes] as Pending<FenceRef>[]) {
+        if (!answered.has(p)) this.#inDoubt.add(p);
+      }
       // Put back what was not answered, then wait before trying again.
       this.#completes.unshift(...completes.filter((p) => !answered.has(p)));
       this.#fails.unshift(...fails.filter((p) => !answered.has(p)));
@@ -122,6 +139,22 @@ export class OutcomeBatcher {
       this.#failures++;
       const wait = Math.random() * Math.min(5000, 50 * 2 ** this.#failures);
       await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  // Settles the writes of a failed flush that did land; the others are sent again.
+  async #settleLanded(batch: Pending<FenceRef>[]): Promise<void> {
+    const doubtful = batch.filter((p) => this.#inDoubt.has(p));
+    if (doubtful.length === 0) return;
+    const landed = await findLandedOutcomes(
+      this.db,
+      this.schema,
+      doubtful.map((p) => p.ref),
+    );
+    for (const p of doubtful) {
+      this.#inDoubt.delete(p);
+      const outcome = landed.get(p.ref.jobId);
+      if (outcome) settle(p, outcome);
     }
   }
 

@@ -44,8 +44,8 @@ export class WorkerMaintenance {
           intervalMs: options.pruneIntervalMs,
           pool: lh.pool,
           schema: lh.schema,
-          prune: (db) =>
-            prunePass(db, lh.schema, {
+          prune: (runBatch) =>
+            prunePass(runBatch, lh.schema, {
               succeededRetentionMs: lh.succeededRetentionMs,
               batchSize: DEFAULT_PRUNE_BATCH,
               limit: DEFAULT_PRUNE_LIMIT,

@@ -1,5 +1,4 @@
 import { EventEmitter } from 'node:events';
-import type pg from 'pg';
 import type { Leasehold } from '../client.js';
 import { LeaseholdError } from '../errors.js';
 import type { AgingResult } from '../maintenance/aging.js';
@@ -108,7 +107,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   constructor(lh: Leasehold, options: WorkerOptions) {
     super();
     this.#lh = lh;
-    this.#options = resolveWorkerOptions(options, lh.backoff);
+    this.#options = resolveWorkerOptions(options, lh.backoff, lh.listen);
     this.owner = this.#options.owner;
     if (options.logger !== undefined) {
       assertLogger(options.logger, 'options.logger');
@@ -152,7 +151,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     });
     this.#listener = this.#options.listen
       ? new WakeupListener({
-          connection: (lh.pool as pg.Pool & { options: pg.ClientConfig }).options,
+          connection: lh.listenConnection,
           channel: wakeupChannel(lh.schema),
           onWake: (queue) => this.#wake(queue),
           onConnected: () => this.#wakeAll(),

@@ -16,6 +16,8 @@ export interface Queryable {
 export interface Statement {
   readonly name: string;
   readonly text: string;
+  /** The text led by a comment naming it, sent when statements run unnamed (see `runUnnamedOn`). */
+  readonly unnamedText: string;
 }
 
 /** Quotes a validated identifier for SQL text (doubling any quote, though validation allows none). */
@@ -38,11 +40,48 @@ export function defineStatement(
       const text = build(quoteIdent(schema));
       // Prepared statement names are per connection; the hash keeps two schemas on one pool apart.
       const digest = createHash('sha1').update(schema).update('\0').update(text).digest('hex').slice(0, 10);
-      statement = { name: `leasehold_${name}_${digest}`, text };
+      const fullName = `leasehold_${name}_${digest}`;
+      // Unnamed, the comment still tells pg_stat_activity and the server log which statement runs.
+      statement = { name: fullName, text, unnamedText: `/* ${fullName} */ ${text}` };
       bySchema.set(schema, statement);
     }
     return statement;
   };
+}
+
+// Connections (pools, their clients, callers' clients) on which statements run unnamed: behind a
+// transaction-pooling pooler, a statement prepared on one server connection is unknown on the
+// next. The flag spares every other process even the set lookup.
+const unnamedOn = new WeakSet<object>();
+let anyUnnamed = false;
+
+/**
+ * Makes `run` send its statements unnamed (parsed every time, never prepared) on this connection.
+ * For a transaction-pooling pooler such as PgBouncer before 1.21 (see `preparedStatements`).
+ */
+export function runUnnamedOn(db: Queryable): void {
+  anyUnnamed = true;
+  unnamedOn.add(db);
+}
+
+/** As `runUnnamedOn`, for a pool and every client it hands out (`pool.connect()` included). */
+export function runUnnamedOnPool(pool: pg.Pool): void {
+  // Once per pool, however many clients share it.
+  if (unnamedOn.has(pool)) return;
+  runUnnamedOn(pool);
+  pool.on('acquire', (client) => unnamedOn.add(client));
+}
+
+/**
+ * Listens for a lost connection on a client checked out of a pool, until the returned function is
+ * called (just before release). pg emits 'error' on a client whose connection ends, and a pool
+ * listens only to its idle clients: unheard, that event would crash the process. The statement in
+ * flight, if any, fails by itself, and the next one fails at once ("not queryable").
+ */
+export function guardCheckedOut(client: pg.PoolClient): () => void {
+  const ignore = () => {};
+  client.on('error', ignore);
+  return () => client.off('error', ignore);
 }
 
 /** Runs a statement, translating driver errors into `DatabaseError` at this boundary. */
@@ -52,7 +91,11 @@ export async function run<R extends pg.QueryResultRow>(
   values: unknown[],
 ): Promise<R[]> {
   try {
-    const result = await db.query<R>({ name: statement.name, text: statement.text, values });
+    const result = await db.query<R>(
+      anyUnnamed && unnamedOn.has(db)
+        ? { text: statement.unnamedText, values }
+        : { name: statement.name, text: statement.text, values },
+    );
     return result.rows;
   } catch (err) {
     throw toDatabaseError(err, statement.name);

@@ -3,9 +3,22 @@ import pg from 'pg';
 import { afterAll, inject } from 'vitest';
 import { Leasehold, type LeaseholdOptions } from '../../src/index.js';
 
-/** The server the tests run against (embedded, or DATABASE_URL). */
+/**
+ * What the tests connect through: the server (embedded, or DATABASE_URL), or, with
+ * LEASEHOLD_TEST_PGBOUNCER=1, a transaction-pooling PgBouncer in front of it.
+ */
 export function databaseUrl(): string {
   return inject('databaseUrl');
+}
+
+/** The server itself, for what needs a session: LISTEN, session settings and locks, pg_backend_pid. */
+export function directDatabaseUrl(): string {
+  return inject('directDatabaseUrl');
+}
+
+/** True when the tests run behind a transaction-pooling PgBouncer. */
+export function pooled(): boolean {
+  return inject('pooled');
 }
 
 /** A fresh, unique schema name for one test file or test. */
@@ -13,11 +26,24 @@ export function uniqueSchema(prefix = 'lh_test'): string {
   return `${prefix}_${randomBytes(5).toString('hex')}`;
 }
 
+// Behind the pooler, every client these tests make (and every CLI, example or worker process they
+// start) is told so as an operator would tell theirs: unnamed statements, workers that poll unless
+// given a direct connection to LISTEN on. See docs/operators-guide.md.
+if (pooled()) process.env.LEASEHOLD_POOLER = 'transaction';
+
 const cleanups: (() => Promise<void>)[] = [];
 
 afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
+
+/**
+ * The client options of a test about LISTEN wake-ups: behind a pooler, the workers listen on a
+ * direct connection of their own, as the docs tell operators to. Empty otherwise.
+ */
+export function listenOptions(): Pick<LeaseholdOptions, 'listenConnectionString'> {
+  return pooled() ? { listenConnectionString: directDatabaseUrl() } : {};
+}
 
 /**
  * A migrated Leasehold client on a schema of its own, dropped (with the pool ended) after the file.

@@ -1,23 +1,64 @@
+import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../src/embedded.js';
+import { startPgBouncer } from './pgbouncer.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
+    /** What the tests and the library connect through: the server, or PgBouncer in front of it. */
     databaseUrl: string;
+    /** The server itself, for what needs a session of its own (LISTEN, session settings). */
+    directDatabaseUrl: string;
+    /** True when `databaseUrl` is a transaction-pooling PgBouncer. */
+    pooled: boolean;
   }
 }
 
+// Server connections PgBouncer may not take: the tests' direct connections and the reserved ones.
+const DIRECT_CONNECTIONS = 60;
+
 /**
  * Starts one embedded PostgreSQL for the whole run unless DATABASE_URL names a server to use.
- * Test files isolate themselves in schemas of their own (see ./db.ts).
+ * With LEASEHOLD_TEST_PGBOUNCER=1, the tests then connect through a PgBouncer in transaction
+ * pooling mode started in front of that server. Test files isolate themselves in schemas of their
+ * own (see ./db.ts).
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const external = process.env.DATABASE_URL;
-  if (external) {
-    project.provide('databaseUrl', external);
-    return async () => {};
+  const stops: (() => Promise<void>)[] = [];
+  const teardown = async () => {
+    for (const stop of stops.splice(0).reverse()) await stop();
+  };
+  try {
+    let direct = process.env.DATABASE_URL;
+    if (!direct) {
+      const server = await startEmbeddedPostgres({ settings: { max_connections: '300' } });
+      stops.push(() => server.stop());
+      direct = server.connectionString;
+    }
+    let url = direct;
+    const pooled = process.env.LEASEHOLD_TEST_PGBOUNCER === '1';
+    if (pooled) {
+      const bouncer = await startPgBouncer(direct, (await maxConnections(direct)) - DIRECT_CONNECTIONS);
+      stops.push(() => bouncer.stop());
+      url = bouncer.connectionString;
+    }
+    project.provide('databaseUrl', url);
+    project.provide('directDatabaseUrl', direct);
+    project.provide('pooled', pooled);
+    return teardown;
+  } catch (err) {
+    await teardown();
+    throw err;
   }
-  const server = await startEmbeddedPostgres({ settings: { max_connections: '300' } });
-  project.provide('databaseUrl', server.connectionString);
-  return () => server.stop();
+}
+
+async function maxConnections(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ max_connections: string }>('SHOW max_connections');
+    return Number(rows[0]?.max_connections);
+  } finally {
+    await client.end();
+  }
 }
