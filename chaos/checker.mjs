@@ -192,24 +192,31 @@ export async function check(db, settings) {
   const refusals = await all(`
     SELECT operation, sum(refused_count)::int AS n FROM leasehold.lease_refusals GROUP BY operation ORDER BY operation`);
 
+  // A block starts with the target's next handler, not when it was asked for: measured from then.
   const recoveryTimes = await all(
     `
+    WITH eff AS (
+      SELECT f.*, CASE WHEN f.kind = 'block' THEN coalesce(
+        (SELECT min(x.started_at) FROM chaos.executions x
+         WHERE x.outcome LIKE 'blocked%' AND split_part(x.owner, '-', 1) = f.target AND x.started_at >= f.injected_at),
+        f.injected_at) ELSE f.injected_at END AS t0
+      FROM chaos.faults f WHERE NOT (f.kind = ANY ($1))
+    )
     SELECT f.id, f.kind, f.target,
       extract(epoch FROM f.healed_at - f.injected_at) * 1000 AS fault_ms,
       s.stranded, s.unfinished,
-      greatest(0, extract(epoch FROM s.last_finished - f.injected_at) * 1000) AS recovery_ms,
+      greatest(0, extract(epoch FROM s.last_finished - f.t0) * 1000) AS recovery_ms,
       extract(epoch FROM (SELECT min(finished_at) FROM leasehold.finished_jobs WHERE finished_at > f.healed_at) - f.healed_at) * 1000 AS resumed_ms
-    FROM chaos.faults f
+    FROM eff f
     CROSS JOIN LATERAL (
       SELECT count(DISTINCT x.job_id)::int AS stranded,
         count(DISTINCT x.job_id) FILTER (WHERE fj.id IS NULL)::int AS unfinished,
         max(fj.finished_at) AS last_finished
       FROM chaos.executions x
       LEFT JOIN leasehold.finished_jobs fj ON fj.id = x.job_id
-      WHERE x.started_at < f.injected_at AND (x.ended_at IS NULL OR x.ended_at >= f.injected_at)
+      WHERE x.started_at <= f.t0 AND (x.ended_at IS NULL OR x.ended_at >= f.t0)
         AND (f.target = 'all' OR split_part(x.owner, '-', 1) = f.target)
     ) s
-    WHERE NOT (f.kind = ANY ($1))
     ORDER BY f.id`,
     [['skew', 'pin']],
   );

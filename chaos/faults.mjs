@@ -37,8 +37,7 @@ const BUSY_PATIENCE_MS = 3000;
 
 /** 1. SIGKILL of a worker while it runs a handler; a replacement worker is started. */
 export async function killWorker(ctx) {
-  const target = pick(ctx, (w) => w.fate === 'running');
-  const busy = await target.whenBusy(BUSY_PATIENCE_MS);
+  const { target, busy } = await pickBusy(ctx, (s) => s.handlingLong > 0);
   const handling = target.status?.handling ?? 0;
   const injectedAt = await ctx.dbNow();
   target.kill();
@@ -56,8 +55,9 @@ export async function killWorker(ctx) {
 /** 2. SIGSTOP past the lease (and a sweep), then SIGCONT: its late writes must be refused. */
 export async function pauseWorker(ctx, { short = false } = {}) {
   const { leaseMs, recoveryIntervalMs } = ctx.config;
-  const target = pick(ctx, (w) => w.fate === 'running');
-  const busy = await target.whenBusy(BUSY_PATIENCE_MS);
+  // Caught inside a job completed by hand, the claimer will send its completion late, and be refused.
+  let { target, busy } = await pickBusy(ctx, (s) => s.txnHandling > 0);
+  if (!busy) ({ target, busy } = await pickBusy(ctx, (s) => s.handlingLong > 0));
   // 3. A pause shorter than the lease: a quarter of it, well inside the renewal margin.
   const pausedMs = short ? Math.round(leaseMs / 4) : 2 * leaseMs + 2 * recoveryIntervalMs;
   const injectedAt = await ctx.dbNow();
@@ -178,8 +178,7 @@ export async function pinXmin(ctx) {
  */
 export async function concurrentSweeps(ctx) {
   const { leaseMs } = ctx.config;
-  const target = pick(ctx, (w) => w.fate === 'running');
-  await target.whenBusy(BUSY_PATIENCE_MS);
+  const { target } = await pickBusy(ctx, (s) => s.handlingLong > 0);
   const injectedAt = await ctx.dbNow();
   target.kill();
   const sweepers = Array.from(
@@ -192,7 +191,13 @@ export async function concurrentSweeps(ctx) {
       }),
   );
   for (const s of sweepers) s.pool.on('error', () => {});
-  await sleep(leaseMs - 100);
+  // Start just before the killed worker's first lease lapses, so the sweeps really race.
+  const { rows } = await ctx.admin.query(
+    `SELECT extract(epoch FROM min(lease_expires_at) - clock_timestamp()) * 1000 AS ms
+     FROM leasehold.jobs WHERE status = 'running' AND split_part(lease_owner, '-', 1) = $1`,
+    [target.label],
+  );
+  await sleep(Math.max(0, (rows[0]?.ms ?? leaseMs) - 50));
   const moved = [];
   const until = performance.now() + 1500;
   try {
@@ -295,6 +300,24 @@ async function listenersBack(ctx, timeoutMs) {
     await sleep(50);
   }
   return null;
+}
+
+/**
+ * A running worker whose latest status (at most 40 ms old) satisfies `busy`, waiting up to
+ * BUSY_PATIENCE_MS for one; after that, any running worker (`busy: false`). A status that fresh
+ * means a long job (100 ms or more) it shows is still running when the signal lands.
+ */
+async function pickBusy(ctx, busy) {
+  const deadline = performance.now() + BUSY_PATIENCE_MS;
+  while (performance.now() < deadline) {
+    const now = performance.now();
+    const ready = ctx.workers.filter(
+      (w) => w.fate === 'running' && w.status && now - w.statusAt < 40 && busy(w.status),
+    );
+    if (ready.length > 0) return { target: ready[Math.floor(ctx.rng() * ready.length)], busy: true };
+    await sleep(5);
+  }
+  return { target: pick(ctx, (w) => w.fate === 'running'), busy: false };
 }
 
 function pick(ctx, accept) {

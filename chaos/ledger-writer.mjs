@@ -15,20 +15,34 @@ export class LedgerWriter {
   #queues = new Map(); // table -> [{ row, resolve, reject, retry }]
   #flushing = new Map(); // table -> Promise
   #idle = [];
+  #prefix;
+  #seq = 0;
 
   constructor(connectionString, applicationName) {
+    this.#prefix = `${applicationName}:${process.pid}:`;
     this.#pool = new pg.Pool({ connectionString, max: 3, application_name: applicationName });
     this.#pool.on('error', () => {}); // a server restart drops idle clients; queries report it
   }
 
   /** Inserts a row; resolves when it is committed, rejects if the insert failed. */
   write(table, row) {
-    return new Promise((resolve, reject) => this.#enqueue(table, { row, resolve, reject, retry: false }));
+    return new Promise((resolve, reject) =>
+      this.#enqueue(table, { row: [this.#nextSeq(), ...row], resolve, reject, retry: false }),
+    );
   }
 
   /** Inserts a row eventually, retrying through outages. */
   append(table, row) {
-    this.#enqueue(table, { row, resolve: () => {}, reject: () => {}, retry: true });
+    this.#enqueue(table, {
+      row: [this.#nextSeq(), ...row],
+      resolve: () => {},
+      reject: () => {},
+      retry: true,
+    });
+  }
+
+  #nextSeq() {
+    return `${this.#prefix}${++this.#seq}`;
   }
 
   /** Calls the fake downstream: logs the call and applies its effect once per key. */

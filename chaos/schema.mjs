@@ -14,19 +14,19 @@ export async function createChaosSchema(db) {
     CREATE SCHEMA chaos;
     -- One row per handler run, written before the handler does anything else.
     CREATE TABLE chaos.runs (
-      job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL, queue text NOT NULL,
+      seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL, queue text NOT NULL,
       attempt int NOT NULL, max_attempts int NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp()
     );
     -- How a run ended: its duration on the worker's monotonic clock (so the end is started_at +
     -- duration, whenever this row got written) and what the handler did.
     CREATE TABLE chaos.run_ends (
-      job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL,
+      seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL,
       duration_ms double precision NOT NULL, outcome text NOT NULL,
       written_at timestamptz NOT NULL DEFAULT clock_timestamp()
     );
     -- Outcome answers as the worker (or the manual claimer) received them from Leasehold.
     CREATE TABLE chaos.acks (
-      job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL, result text NOT NULL,
+      seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL, result text NOT NULL,
       written_at timestamptz NOT NULL DEFAULT clock_timestamp()
     );
     -- The fake downstream: every call is logged; the effect is applied once per idempotency key.
@@ -54,12 +54,15 @@ export async function createChaosSchema(db) {
   `);
 }
 
-/** The multi-row insert of each ledger table the workers write, with its columns. */
+/**
+ * The columns of each ledger table the workers write in batches. The first, `seq`, is unique per
+ * row as the writer made it: a batch retried after its commit's answer was lost (a connection cut
+ * at commit) is then not recorded twice, while two genuine records of one fact still would be.
+ */
 export const LEDGER_TABLES = {
-  runs: ['job_id', 'token', 'owner', 'queue', 'attempt', 'max_attempts'],
-  run_ends: ['job_id', 'token', 'owner', 'duration_ms', 'outcome'],
-  acks: ['job_id', 'token', 'owner', 'result'],
-  downstream_calls: ['key', 'job_id', 'token', 'owner', 'kind'],
+  runs: ['seq', 'job_id', 'token', 'owner', 'queue', 'attempt', 'max_attempts'],
+  run_ends: ['seq', 'job_id', 'token', 'owner', 'duration_ms', 'outcome'],
+  acks: ['seq', 'job_id', 'token', 'owner', 'result'],
 };
 
 /** One INSERT of `rows` (arrays in column order) into ledger table `table`, as a parameterised query. */
@@ -74,5 +77,8 @@ export function ledgerInsert(table, rows) {
     });
     return `(${refs.join(', ')})`;
   });
-  return { text: `INSERT INTO chaos.${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')}`, values };
+  return {
+    text: `INSERT INTO chaos.${table} (${columns.join(', ')}) VALUES ${tuples.join(', ')} ON CONFLICT (seq) DO NOTHING`,
+    values,
+  };
 }

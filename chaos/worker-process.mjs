@@ -38,7 +38,11 @@ async function start(config) {
   pool.on('error', () => {}); // a restart or a terminated backend drops idle clients
   const lh = new Leasehold({ pool, backoff: config.backoff });
   const ledger = new LedgerWriter(config.connectionString, `${config.label}-ledger`);
-  state = { config, owner, pool, lh, ledger, worker: null, handling: 0, blockNextMs: 0, stopping: false };
+  state = {
+    ...{ config, owner, pool, lh, ledger, worker: null, blockNextMs: 0, stopping: false },
+    // Handlers running now; those of long jobs (100 ms or more); manual claimers inside a job.
+    ...{ handling: 0, handlingLong: 0, txnHandling: 0 },
+  };
   state.txnOwner = `${owner}:txn`;
   state.txnStats = { completed: 0, refused: 0, errors: 0 };
 
@@ -71,6 +75,8 @@ function sendStatus() {
   process.send({
     type: 'status',
     handling: state.handling,
+    handlingLong: state.handlingLong,
+    txnHandling: state.txnHandling,
     listenerPid: state.worker.listenerPid,
     counters: { ...state.worker.counters },
     txn: { ...state.txnStats },
@@ -97,7 +103,9 @@ async function runHandler(job) {
     throw new RetryableError('the ledger was unreachable; the run did not start');
   }
   const started = performance.now();
+  const long = job.payload.workMs >= 100;
   state.handling++;
+  if (long) state.handlingLong++;
   let outcome = 'returned';
   try {
     if (state.blockNextMs > 0) {
@@ -132,6 +140,7 @@ async function runHandler(job) {
     throw new RetryableError('the run did not finish', { cause: err });
   } finally {
     state.handling--;
+    if (long) state.handlingLong--;
     ledger.append('run_ends', [job.id, job.token, owner, performance.now() - started, outcome]);
   }
 }
@@ -170,6 +179,7 @@ async function runTxnJob(lease) {
   if (!(await recordStart(lease, txnOwner, 'chaos_txn'))) return; // its lease will expire
   const started = performance.now();
   state.handling++;
+  state.txnHandling++;
   let outcome = 'returned';
   try {
     await sleep(lease.payload.workMs);
@@ -201,6 +211,7 @@ async function runTxnJob(lease) {
     outcome = 'threw';
   } finally {
     state.handling--;
+    state.txnHandling--;
     ledger.append('run_ends', [lease.jobId, lease.token, txnOwner, performance.now() - started, outcome]);
   }
 }

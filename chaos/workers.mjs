@@ -17,8 +17,10 @@ export class ChaosWorker {
   skewMs;
   /** 'running' | 'paused' | 'killed' | 'stopped' | 'crashed'. */
   fate = 'running';
-  /** Last status: { handling, listenerPid, counters, txn }. */
+  /** Last status: { handling, handlingLong, txnHandling, listenerPid, counters, txn }. */
   status = null;
+  /** When the last status arrived (performance.now()). */
+  statusAt = 0;
   /** Final counters after a graceful stop. */
   final = null;
   #child;
@@ -59,13 +61,6 @@ export class ChaosWorker {
   async start(config, timeoutMs = 30_000) {
     this.#child.send({ type: 'start', config: { ...config, label: this.label } });
     await this.#until(() => this.owner !== null, timeoutMs, 'to start');
-  }
-
-  /** Resolves at the first status showing a handler running (or after `patienceMs`). */
-  async whenBusy(patienceMs) {
-    this.status = null;
-    await this.#until(() => (this.status?.handling ?? 0) > 0, patienceMs, null);
-    return (this.status?.handling ?? 0) > 0;
   }
 
   /** SIGKILL: no cleanup; its leases are left to expire. */
@@ -111,8 +106,10 @@ export class ChaosWorker {
 
   #receive(message) {
     if (message.type === 'ready') this.owner = message.owner;
-    else if (message.type === 'status') this.status = message;
-    else if (message.type === 'stopped') this.final = message;
+    else if (message.type === 'status') {
+      this.status = message;
+      this.statusAt = performance.now();
+    } else if (message.type === 'stopped') this.final = message;
     else if (message.type === 'failed') this.failure ??= `${this.label} failed: ${message.message}`;
     this.#notify();
   }
