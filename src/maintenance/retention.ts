@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { guardCheckedOut } from '../storage/checkout.js';
 import type { Queryable } from '../storage/db.js';
 import { releaseMaintenanceLock, tryMaintenanceLock } from '../storage/maintenance-lock.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
@@ -94,6 +95,7 @@ export class RetentionService extends PeriodicService<PruneResult> {
   override async runOnce(): Promise<PruneResult> {
     const { pool, schema } = this.options;
     const client = await pool.connect();
+    const unguard = guardCheckedOut(client);
     let broken: Error | undefined;
     try {
       if (!(await tryMaintenanceLock(client, schema, 'retention'))) {
@@ -111,6 +113,7 @@ export class RetentionService extends PeriodicService<PruneResult> {
       broken = err instanceof Error ? err : new Error(String(err));
       throw err;
     } finally {
+      unguard();
       client.release(broken);
     }
   }

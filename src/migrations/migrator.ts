@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { SchemaVersionError, toDatabaseError } from '../errors.js';
+import { guardCheckedOut } from '../storage/checkout.js';
 import { quoteIdent } from '../storage/db.js';
 
 /** One forward-only migration: a numbered SQL file. */
@@ -56,6 +57,7 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
   } catch (err) {
     throw toDatabaseError(err, 'migrate');
   }
+  const unguard = guardCheckedOut(client);
   try {
     await client.query('BEGIN');
     // Taken before CREATE SCHEMA: concurrent "IF NOT EXISTS" creations can otherwise collide.
@@ -95,6 +97,7 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
     if (err instanceof SchemaVersionError) throw err;
     throw toDatabaseError(err, 'migrate');
   } finally {
+    unguard();
     client.release();
   }
 }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { toDatabaseError } from '../errors.js';
+import { guardCheckedOut } from './checkout.js';
 import { defineStatement, type Queryable, run } from './db.js';
 
 /** Most recorded events one history read returns; the oldest are kept when a job has more. */
@@ -81,6 +82,7 @@ export async function readLeaseExtensions(
  */
 export async function inReadSnapshot<T>(pool: pg.Pool, use: (db: Queryable) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  const unguard = guardCheckedOut(client);
   let broken: Error | undefined;
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
@@ -94,6 +96,7 @@ export async function inReadSnapshot<T>(pool: pg.Pool, use: (db: Queryable) => P
     broken = err instanceof Error ? err : new Error(String(err));
     throw toDatabaseError(err, 'read snapshot');
   } finally {
+    unguard();
     client.release(broken);
   }
 }
