@@ -56,7 +56,8 @@ export async function killWorker(ctx) {
 export async function pauseWorker(ctx, { short = false } = {}) {
   const { leaseMs, recoveryIntervalMs } = ctx.config;
   // Caught inside a job completed by hand, the claimer will send its completion late, and be refused.
-  let { target, busy } = await pickBusy(ctx, (s) => s.txnHandling > 0);
+  let { target, busy } = await pickBusy(ctx, (s) => s.txnRemainingMs > 60);
+  const caught = busy ? 'a hand-completed job' : 'a long job';
   if (!busy) ({ target, busy } = await pickBusy(ctx, (s) => s.handlingLong > 0));
   // 3. A pause shorter than the lease: a quarter of it, well inside the renewal margin.
   const pausedMs = short ? Math.round(leaseMs / 4) : 2 * leaseMs + 2 * recoveryIntervalMs;
@@ -70,7 +71,7 @@ export async function pauseWorker(ctx, { short = false } = {}) {
     target: target.label,
     injectedAt,
     healedAt,
-    detail: { busy, pausedMs },
+    detail: { caught: busy ? caught : 'no job', pausedMs },
   };
 }
 

@@ -12,7 +12,7 @@ export function makeJob(rng) {
   const roll = rng();
   const workMs = rng() < 0.9 ? 2 + Math.floor(rng() * 18) : 100 + Math.floor(rng() * 300);
   // Jobs completed by hand run longer, so that a paused claimer is often caught inside one.
-  if (roll < 0.05) return { queue: 'chaos_txn', payload: { mode: 'txn', workMs: 50 + workMs }, delayMs: 0 };
+  if (roll < 0.05) return { queue: 'chaos_txn', payload: { mode: 'txn', workMs: 150 + workMs }, delayMs: 0 };
   const mode = roll < 0.15 ? 'effect' : 'plain';
   // A few jobs are scheduled in the future: none may start before its time, whatever a worker's clock says.
   const delayMs = rng() < 0.03 ? 500 + Math.floor(rng() * 2500) : 0;

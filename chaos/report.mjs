@@ -51,7 +51,7 @@ export function invariants(facts, run) {
       reruns.duplicates_unexplained === 0,
     ),
     rule(
-      'longest overlap of two runs of one job (ms)',
+      'longest overlap of two runs of one job, both executing (ms)',
       round(overlap.longest_ms),
       `≤ ${round(settings.overlapBoundMs)} (lease + 1.25 × sweep interval + ${tol} ms)`,
       overlap.beyond_bound === 0,
@@ -167,6 +167,7 @@ export function formatReport(facts, rules, run) {
   add('duplicate executions (an earlier run had finished its work)', reruns.duplicates);
   add('…of which explained by a lease expiry', reruns.duplicates_after_expiry);
   add('overlapping run pairs / longest overlap', `${overlap.overlapping} / ${round(overlap.longest_ms)} ms`);
+  add('longest overlap counting a SIGSTOPped run as running', `${round(overlap.longest_raw_ms)} ms`);
   add('runs of delayed jobs (none may start early)', facts.early.delayed_runs);
   add('runs / completions by the skewed-clock workers', `${facts.skewed.runs} / ${facts.skewed.completed}`);
   add('jobs with the effect in the completion transaction (exactly once)', effects.txn_jobs);
@@ -203,6 +204,7 @@ export function formatReport(facts, rules, run) {
     const lasted = new Date(f.healed_at).getTime() - new Date(f.injected_at).getTime();
     lines.push(`| ${f.id} | ${f.kind} | ${f.target} | ${ms(lasted)} | ${describeDetail(f)} |`);
   }
+  if (run.workerFailures.length > 0) lines.push('', `Worker failures: ${run.workerFailures.join('; ')}`);
   if (run.nemesisErrors.length > 0)
     lines.push('', `Faults that could not be injected: ${run.nemesisErrors.join('; ')}`);
   return lines.join('\n');
@@ -215,7 +217,7 @@ function describeDetail(f) {
       return `${d.handling} handler(s) running`;
     case 'pause':
     case 'short-pause':
-      return `stopped ${d.pausedMs} ms`;
+      return `stopped ${d.pausedMs} ms, inside ${d.caught}`;
     case 'block':
       return `event loop blocked ${d.blockMs} ms`;
     case 'terminate':

@@ -41,7 +41,7 @@ async function start(config) {
   state = {
     ...{ config, owner, pool, lh, ledger, worker: null, blockNextMs: 0, stopping: false },
     // Handlers running now; those of long jobs (100 ms or more); manual claimers inside a job.
-    ...{ handling: 0, handlingLong: 0, txnHandling: 0 },
+    ...{ handling: 0, handlingLong: 0, txnHandling: 0, txnUntil: 0 },
   };
   state.txnOwner = `${owner}:txn`;
   state.txnStats = { completed: 0, refused: 0, errors: 0 };
@@ -77,6 +77,8 @@ function sendStatus() {
     handling: state.handling,
     handlingLong: state.handlingLong,
     txnHandling: state.txnHandling,
+    // How much planned work the manual claimers have left (ms): a pause aimed at one lands mid-job.
+    txnRemainingMs: state.txnHandling > 0 ? Math.max(0, state.txnUntil - performance.now()) : 0,
     listenerPid: state.worker.listenerPid,
     counters: { ...state.worker.counters },
     txn: { ...state.txnStats },
@@ -151,10 +153,11 @@ async function txnLoop() {
   while (!state.stopping) {
     let leases;
     try {
+      // One at a time: a claimed job waiting behind a slow one would see its lease lapse unrenewed.
       leases = await lh.claim({
         queue: 'chaos_txn',
         owner: state.txnOwner,
-        limit: 2,
+        limit: 1,
         leaseMs: config.leaseMs,
       });
       failures = 0;
@@ -182,8 +185,18 @@ async function runTxnJob(lease) {
   state.txnHandling++;
   let outcome = 'returned';
   try {
-    await sleep(lease.payload.workMs);
+    // A retry is slow (two leases long, renewed by heartbeat): a stale claimer that wakes up late
+    // then finds its successor still running, and its completion must not take the successor's place.
+    const workMs = lease.attempt > 1 ? 2 * state.config.leaseMs : lease.payload.workMs;
+    state.txnUntil = Math.max(state.txnUntil, started + workMs);
+    if (!(await workWithHeartbeats(lease, workMs))) {
+      outcome = 'lease-lost';
+      return;
+    }
     const client = await pool.connect();
+    // pg emits 'error' on a checked-out client whose connection dies; unheard, it ends the process.
+    const ignore = () => {};
+    client.on('error', ignore);
     let broken = null;
     try {
       await client.query('BEGIN');
@@ -205,6 +218,7 @@ async function runTxnJob(lease) {
       outcome = 'threw';
       await client.query('ROLLBACK').catch(() => {});
     } finally {
+      client.off('error', ignore);
       client.release(broken ?? undefined);
     }
   } catch {
@@ -214,6 +228,18 @@ async function runTxnJob(lease) {
     state.txnHandling--;
     ledger.append('run_ends', [lease.jobId, lease.token, txnOwner, performance.now() - started, outcome]);
   }
+}
+
+// Sleeps `workMs`, renewing the lease every third of it; false once a renewal is refused.
+async function workWithHeartbeats(lease, workMs) {
+  const { lh, config } = state;
+  const every = config.leaseMs / 3;
+  const until = performance.now() + workMs;
+  while (performance.now() < until) {
+    await sleep(Math.min(every, until - performance.now()));
+    if (performance.now() < until && !(await lh.heartbeat(lease, { leaseMs: config.leaseMs }))) return false;
+  }
+  return true;
 }
 
 async function stop() {

@@ -46,7 +46,7 @@ export class ChaosWorker {
       this.#exited = true;
       if (this.fate === 'running' || this.fate === 'paused') {
         this.fate = 'crashed';
-        this.failure ??= `${label} exited unexpectedly (${signal ?? code}): ${this.#stderr.trim().split('\n').at(-1) ?? ''}`;
+        this.failure ??= `${label} exited unexpectedly (${signal ?? code}): ${this.#stderr.trim().slice(-1200)}`;
       }
       this.#notify();
     });
