@@ -204,6 +204,7 @@ export async function check(db, settings) {
     SELECT operation, sum(refused_count)::int AS n FROM leasehold.lease_refusals GROUP BY operation ORDER BY operation`);
 
   // A block starts with the target's next handler, not when it was asked for: measured from then.
+  // Only the Leasehold worker's jobs count: hand-completed retries are slow on purpose.
   const recoveryTimes = await all(
     `
     WITH eff AS (
@@ -227,6 +228,7 @@ export async function check(db, settings) {
       LEFT JOIN leasehold.finished_jobs fj ON fj.id = x.job_id
       WHERE x.started_at <= f.t0 AND (x.ended_at IS NULL OR x.ended_at >= f.t0)
         AND (f.target = 'all' OR split_part(x.owner, '-', 1) = f.target)
+        AND x.queue = 'chaos'
     ) s
     ORDER BY f.id`,
     [['skew', 'pin']],
@@ -271,7 +273,8 @@ export async function check(db, settings) {
 // Materialised once (and indexed): every measure below reads it, some twice in a self-join.
 async function createViews(db) {
   // A run's end: its start plus its measured duration; for a run of a process killed before its end
-  // record was written, the kill. Unknown only when neither exists.
+  // record was written, the kill. Unknown only when neither exists. A start whose commit was not
+  // confirmed (the connection died at commit) has a zero-length end: its handler gave up at once.
   await db.query(`
     DROP TABLE IF EXISTS chaos.executions;
     CREATE TABLE chaos.executions AS
@@ -282,7 +285,7 @@ async function createViews(db) {
     FROM chaos.runs r
     LEFT JOIN LATERAL (
       SELECT * FROM chaos.run_ends e
-      WHERE e.job_id = r.job_id AND e.token = r.token AND e.owner = r.owner AND e.outcome <> 'start-unconfirmed'
+      WHERE e.job_id = r.job_id AND e.token = r.token AND e.owner = r.owner
       LIMIT 1) e ON true
     LEFT JOIN LATERAL (
       SELECT f.injected_at AS killed_at FROM chaos.faults f

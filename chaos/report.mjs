@@ -187,7 +187,8 @@ export function formatReport(facts, rules, run) {
   }
   lines.push('', '### Recovery after each kind of fault', '');
   lines.push(
-    'Recovery: from injection until every job that was in flight in the affected workers had succeeded again. ' +
+    'Recovery: from injection until every job of the Leasehold worker queue that was in flight in the affected ' +
+      'processes had succeeded again (hand-completed retries are slow on purpose and left out). ' +
       'Resumed: from healing until the next accepted completion.',
     '',
   );
