@@ -175,30 +175,37 @@ export async function check(db, settings) {
     [leaseMs],
   );
 
+  // Grouped joins, not correlated subqueries: a full run has 100,000 jobs and as many downstream calls.
   const effects = await one(`
-    WITH txn AS (
-      SELECT f.id, f.lease_token, (SELECT count(*) FROM chaos.txn_effects t WHERE t.job_id = f.id) AS n,
-             (SELECT count(*) FROM chaos.txn_effects t WHERE t.job_id = f.id AND t.token = f.lease_token) AS n_same_claim
-      FROM leasehold.finished_jobs f JOIN chaos.acked a ON a.job_id = f.id WHERE a.mode = 'txn'
+    WITH calls AS (
+      SELECT job_id, count(*) FILTER (WHERE kind = 'effect') AS effect_calls,
+             count(*) FILTER (WHERE kind = 'plain') AS plain_calls
+      FROM chaos.downstream_calls GROUP BY job_id
     ),
-    led AS (
-      SELECT f.id, (SELECT count(*) FROM chaos.downstream_calls c WHERE c.job_id = f.id AND c.kind = 'effect') AS n
-      FROM leasehold.finished_jobs f JOIN chaos.acked a ON a.job_id = f.id WHERE a.mode = 'effect'
+    txn_writes AS (
+      SELECT t.job_id, count(*) AS n, count(*) FILTER (WHERE t.token = f.lease_token) AS same_claim
+      FROM chaos.txn_effects t LEFT JOIN leasehold.finished_jobs f ON f.id = t.job_id GROUP BY t.job_id
     ),
-    plain AS (
-      SELECT f.id, (SELECT count(*) FROM chaos.downstream_calls c WHERE c.job_id = f.id AND c.kind = 'plain') AS n
-      FROM leasehold.finished_jobs f JOIN chaos.acked a ON a.job_id = f.id WHERE a.mode = 'plain'
+    done AS (
+      SELECT f.id, a.mode, coalesce(c.effect_calls, 0) AS effect_calls, coalesce(c.plain_calls, 0) AS plain_calls,
+             coalesce(t.n, 0) AS txn_n, coalesce(t.same_claim, 0) AS txn_same, d.job_id IS NOT NULL AS applied
+      FROM leasehold.finished_jobs f
+      JOIN chaos.acked a ON a.job_id = f.id
+      LEFT JOIN calls c ON c.job_id = f.id
+      LEFT JOIN txn_writes t ON t.job_id = f.id
+      LEFT JOIN (SELECT DISTINCT job_id FROM chaos.downstream_applied) d ON d.job_id = f.id
     )
-    SELECT (SELECT count(*) FROM txn)::int AS txn_jobs,
-      (SELECT count(*) FROM txn WHERE n <> 1 OR n_same_claim <> 1)::int AS txn_not_once,
-      (SELECT count(*) FROM chaos.txn_effects t WHERE NOT EXISTS (SELECT 1 FROM leasehold.finished_jobs f WHERE f.id = t.job_id))::int AS txn_orphans,
-      (SELECT count(*) FROM led)::int AS ledger_jobs,
-      (SELECT count(*) FROM led WHERE n <> 1)::int AS ledger_not_once,
-      (SELECT count(*) FROM plain)::int AS plain_jobs,
-      (SELECT count(*) FROM plain WHERE n = 0)::int AS plain_never_called,
-      (SELECT coalesce(sum(n - 1), 0) FROM plain WHERE n > 1)::int AS plain_repeat_calls,
-      (SELECT count(*) FROM plain p WHERE NOT EXISTS (
-         SELECT 1 FROM chaos.downstream_applied d JOIN chaos.downstream_calls c ON c.key = d.key WHERE c.job_id = p.id))::int AS plain_not_applied`);
+    SELECT count(*) FILTER (WHERE mode = 'txn')::int AS txn_jobs,
+      count(*) FILTER (WHERE mode = 'txn' AND (txn_n <> 1 OR txn_same <> 1))::int AS txn_not_once,
+      (SELECT count(*) FROM txn_writes t WHERE NOT EXISTS (
+         SELECT 1 FROM leasehold.finished_jobs f WHERE f.id = t.job_id))::int AS txn_orphans,
+      count(*) FILTER (WHERE mode = 'effect')::int AS ledger_jobs,
+      count(*) FILTER (WHERE mode = 'effect' AND effect_calls <> 1)::int AS ledger_not_once,
+      count(*) FILTER (WHERE mode = 'plain')::int AS plain_jobs,
+      count(*) FILTER (WHERE mode = 'plain' AND plain_calls = 0)::int AS plain_never_called,
+      coalesce(sum(plain_calls - 1) FILTER (WHERE mode = 'plain' AND plain_calls > 1), 0)::int AS plain_repeat_calls,
+      count(*) FILTER (WHERE mode = 'plain' AND NOT applied)::int AS plain_not_applied
+    FROM done`);
 
   const refusals = await all(`
     SELECT operation, sum(refused_count)::int AS n FROM leasehold.lease_refusals GROUP BY operation ORDER BY operation`);

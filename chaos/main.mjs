@@ -164,11 +164,13 @@ async function main() {
     if (skewed.length > 0) records.push(skewRecord(skewed, runStartedAt, runEndedAt));
     await saveRecords(admin, ctx.acked, records);
     log('checking');
+    const checkStarted = performance.now();
     const facts = await check(admin, {
       leaseMs: options.leaseMs,
       recoveryIntervalMs: options.sweepMs,
       toleranceMs: options.toleranceMs,
     });
+    log(`checked in ${Math.round((performance.now() - checkStarted) / 1000)} s`);
     const run = {
       producer,
       nemesisErrors: nemesis.errors,

@@ -1,12 +1,11 @@
 // The harness's own tables, in schema `chaos` beside Leasehold's, on the server the harness controls.
 //
-// Why the ledger lives in the same PostgreSQL: each row is a short autocommit statement with
+// Why the ledger (schema `chaos`) lives in the same PostgreSQL: each row is a short autocommit statement with
 // synchronous_commit on, so once a handler saw its insert return, the row survives a worker's
 // SIGKILL and PostgreSQL's own `stop -m immediate` (WAL is flushed at commit). Every time in it is
 // the database's clock_timestamp() at insert, never a worker's clock (one worker's clock is skewed
 // on purpose). Its writes go through a pool of their own, so faults aimed at Leasehold's connections
 // do not hit the instrument; PostgreSQL outages do, and the writers retry (see ledger-writer.mjs).
-export const CHAOS_SCHEMA = 'chaos';
 
 /** Creates the harness tables (the server is fresh: nothing to migrate). */
 export async function createChaosSchema(db) {
