@@ -224,13 +224,19 @@ export async function check(db, settings) {
     SELECT f.id, f.kind, f.target,
       extract(epoch FROM f.healed_at - f.injected_at) * 1000 AS fault_ms,
       s.stranded, s.unfinished,
+      greatest(0, extract(epoch FROM s.last_released - f.t0) * 1000) AS released_ms,
       greatest(0, extract(epoch FROM s.last_finished - f.t0) * 1000) AS recovery_ms,
       extract(epoch FROM (SELECT min(finished_at) FROM leasehold.finished_jobs WHERE finished_at > f.healed_at) - f.healed_at) * 1000 AS resumed_ms
     FROM eff f
     CROSS JOIN LATERAL (
       SELECT count(DISTINCT x.job_id)::int AS stranded,
         count(DISTINCT x.job_id) FILTER (WHERE fj.id IS NULL)::int AS unfinished,
-        max(fj.finished_at) AS last_finished
+        max(fj.finished_at) AS last_finished,
+        -- When the stranded claim was resolved: completed, or ended by a failure or an expiry.
+        max(coalesce(
+          CASE WHEN fj.lease_token = x.token THEN fj.finished_at END,
+          (SELECT min(e.at) FROM leasehold.job_events e
+           WHERE e.job_id = x.job_id AND e.lease_token = x.token AND e.kind <> 'refused'))) AS last_released
       FROM chaos.executions x
       LEFT JOIN leasehold.finished_jobs fj ON fj.id = x.job_id
       WHERE x.started_at <= f.t0 AND (x.ended_at IS NULL OR x.ended_at >= f.t0)
@@ -280,7 +286,8 @@ export async function check(db, settings) {
 // Materialised once (and indexed): every measure below reads it, some twice in a self-join.
 async function createViews(db) {
   // A run's end: its start plus its measured duration; for a run of a process killed before its end
-  // record was written, the kill. Unknown only when neither exists. A start whose commit was not
+  // record was written, the kill (database time read just after SIGKILL was sent; a start row that
+  // committed after it belongs to a run that did nothing). Unknown only when neither exists. A start whose commit was not
   // confirmed (the connection died at commit) has a zero-length end: its handler gave up at once.
   await db.query(`
     DROP TABLE IF EXISTS chaos.executions;
@@ -295,8 +302,9 @@ async function createViews(db) {
       WHERE e.job_id = r.job_id AND e.token = r.token AND e.owner = r.owner
       LIMIT 1) e ON true
     LEFT JOIN LATERAL (
-      SELECT f.injected_at AS killed_at FROM chaos.faults f
-      WHERE f.kind IN ('kill', 'sweeps') AND f.target = split_part(r.owner, '-', 1) AND f.injected_at >= r.started_at
+      SELECT greatest(r.started_at, coalesce((f.detail->>'killedAt')::timestamptz, f.healed_at)) AS killed_at
+      FROM chaos.faults f
+      WHERE f.kind IN ('kill', 'sweeps') AND f.target = split_part(r.owner, '-', 1) AND f.healed_at >= r.started_at
       ORDER BY f.injected_at LIMIT 1) k ON e.job_id IS NULL;
     CREATE INDEX ON chaos.executions (job_id, token);
     ANALYZE chaos.executions, chaos.acked, chaos.faults, chaos.acks, chaos.downstream_calls, chaos.txn_effects;`);

@@ -41,6 +41,7 @@ export async function killWorker(ctx) {
   const handling = target.status?.handling ?? 0;
   const injectedAt = await ctx.dbNow();
   target.kill();
+  const killedAt = await ctx.dbNow();
   await sleep(300);
   await ctx.replace(target);
   return {
@@ -48,7 +49,7 @@ export async function killWorker(ctx) {
     target: target.label,
     injectedAt,
     healedAt: await ctx.dbNow(),
-    detail: { busy, handling },
+    detail: { busy, handling, killedAt },
   };
 }
 
@@ -182,6 +183,7 @@ export async function concurrentSweeps(ctx) {
   const { target } = await pickBusy(ctx, (s) => s.handlingLong > 0);
   const injectedAt = await ctx.dbNow();
   target.kill();
+  const killedAt = await ctx.dbNow();
   const sweepers = Array.from(
     { length: 6 },
     () =>
@@ -220,7 +222,7 @@ export async function concurrentSweeps(ctx) {
     target: target.label,
     injectedAt,
     healedAt: await ctx.dbNow(),
-    detail: { movedBySweeper: moved },
+    detail: { movedBySweeper: moved, killedAt },
   };
 }
 

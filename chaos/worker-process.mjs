@@ -101,10 +101,11 @@ async function recordStart(job, owner, queue) {
 async function runHandler(job) {
   const { ledger, owner } = state;
   const ref = { jobId: job.id, token: job.token, attempt: job.attempt, maxAttempts: job.maxAttempts };
+  // Timed from before the start record: started_at + duration then ends no earlier than the run.
+  const started = performance.now();
   if (!(await recordStart(ref, owner, 'chaos'))) {
     throw new RetryableError('the ledger was unreachable; the run did not start');
   }
-  const started = performance.now();
   const long = job.payload.workMs >= 100;
   state.handling++;
   if (long) state.handlingLong++;
@@ -179,8 +180,8 @@ async function txnLoop() {
 // (and the refusal counted, since the transaction still commits with nothing else in it).
 async function runTxnJob(lease) {
   const { lh, pool, ledger, txnOwner, txnStats } = state;
-  if (!(await recordStart(lease, txnOwner, 'chaos_txn'))) return; // its lease will expire
   const started = performance.now();
+  if (!(await recordStart(lease, txnOwner, 'chaos_txn'))) return; // its lease will expire
   state.handling++;
   state.txnHandling++;
   let outcome = 'returned';
