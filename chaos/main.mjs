@@ -54,7 +54,9 @@ async function main() {
     await lh.migrate();
     await createChaosSchema(admin);
     const env = await describeEnvironment(admin);
-    console.log(formatEnvironment(env, { embedded: true }));
+    console.log(
+      formatEnvironment(env, { embedded: true }).replace('started by the bench', 'started by the harness'),
+    );
     console.log(
       `Command: npm run chaos${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
     );
