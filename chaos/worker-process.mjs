@@ -1,0 +1,276 @@
+// One chaos worker process, forked by the harness, running the BUILT package as a user would. It
+// runs two consumers on one Leasehold client:
+//   - a Leasehold worker on queue `chaos` (handlers: ledger start, work, a downstream call either
+//     directly with the job's idempotency key or through job.effect(), ledger end);
+//   - manual claimers on queue `chaos_txn` (lh.claim, then lh.complete(lease, { client }) with the
+//     job's effect written in the same transaction: exactly-once effects by construction).
+// Protocol over IPC: parent -> {type:'start', config} | {type:'block', ms} | {type:'stop'};
+// child -> {type:'ready', owner} | {type:'status', ...} | {type:'stopped', counters} | {type:'failed'}.
+import pg from 'pg';
+import { Leasehold, RetryableError } from '../dist/index.js';
+import { LedgerWriter } from './ledger-writer.mjs';
+
+const STATUS_EVERY_MS = 50;
+const ORPHAN_EXIT_MS = 10_000;
+
+let state = null;
+
+process.on('message', (message) => {
+  if (message.type === 'start') start(message.config).catch(fail);
+  else if (message.type === 'block' && state) state.blockNextMs = message.ms;
+  else if (message.type === 'stop') stop().catch(fail);
+});
+// The harness is gone: nobody will stop this worker, so stop now, and leave anyway if that hangs.
+process.on('disconnect', () => {
+  setTimeout(() => process.exit(1), ORPHAN_EXIT_MS).unref();
+  stop().catch(() => process.exit(1));
+});
+
+async function start(config) {
+  const owner = `${config.label}-${process.pid}`;
+  // Leasehold runs on a pool of ours, named after this process, so that the nemesis can terminate
+  // exactly this worker's connections (the listener opens its own, as `leasehold-listener`).
+  const pool = new pg.Pool({
+    connectionString: config.connectionString,
+    max: 6,
+    application_name: config.label,
+  });
+  pool.on('error', () => {}); // a restart or a terminated backend drops idle clients
+  const lh = new Leasehold({ pool, backoff: config.backoff });
+  const ledger = new LedgerWriter(config.connectionString, `${config.label}-ledger`);
+  state = {
+    ...{ config, owner, pool, lh, ledger, worker: null, blockNextMs: 0, stopping: false },
+    // Handlers running now; those of long jobs (100 ms or more); manual claimers inside a job.
+    ...{ handling: 0, handlingLong: 0, txnHandling: 0, txnUntil: 0 },
+  };
+  state.txnOwner = `${owner}:txn`;
+  state.txnStats = { completed: 0, refused: 0, errors: 0 };
+
+  const worker = lh.worker({
+    owner,
+    queues: {
+      chaos: {
+        handler: (job) => runHandler(job),
+        concurrency: config.concurrency,
+        leaseMs: config.leaseMs,
+        renew: 'progress',
+        unknownErrorAttempts: config.maxAttempts,
+      },
+    },
+    pollIntervalMs: config.pollIntervalMs,
+    recoveryIntervalMs: config.recoveryIntervalMs,
+    shutdownTimeoutMs: 5000,
+  });
+  worker.on('error', () => {}); // retried by the worker itself; the checker judges by the database
+  worker.on('outcome', (job, result) => ledger.append('acks', [job.id, job.token, owner, result]));
+  state.worker = worker;
+  await worker.start();
+  state.txnLoops = Array.from({ length: config.txnLoops }, () => txnLoop());
+  state.statusTimer = setInterval(sendStatus, STATUS_EVERY_MS);
+  process.send?.({ type: 'ready', owner });
+}
+
+function sendStatus() {
+  if (!state?.worker || !process.connected) return;
+  process.send({
+    type: 'status',
+    handling: state.handling,
+    handlingLong: state.handlingLong,
+    txnHandling: state.txnHandling,
+    // How much planned work the manual claimers have left (ms): a pause aimed at one lands mid-job.
+    txnRemainingMs: state.txnHandling > 0 ? Math.max(0, state.txnUntil - performance.now()) : 0,
+    listenerPid: state.worker.listenerPid,
+    counters: { ...state.worker.counters },
+    txn: { ...state.txnStats },
+  });
+}
+
+// Records the run's start (committed before any work), so that a run the ledger does not know
+// never did anything. A start that could not be confirmed gets an end record, in case it committed.
+async function recordStart(job, owner, queue) {
+  const { ledger } = state;
+  try {
+    await ledger.write('runs', [job.jobId, job.token, owner, queue, job.attempt, job.maxAttempts]);
+    return true;
+  } catch {
+    ledger.append('run_ends', [job.jobId, job.token, owner, 0, 'start-unconfirmed']);
+    return false;
+  }
+}
+
+async function runHandler(job) {
+  const { ledger, owner } = state;
+  const ref = { jobId: job.id, token: job.token, attempt: job.attempt, maxAttempts: job.maxAttempts };
+  // Timed from before the start record: started_at + duration then ends no earlier than the run.
+  const started = performance.now();
+  if (!(await recordStart(ref, owner, 'chaos'))) {
+    throw new RetryableError('the ledger was unreachable; the run did not start');
+  }
+  const long = job.payload.workMs >= 100;
+  state.handling++;
+  if (long) state.handlingLong++;
+  let outcome = 'returned';
+  try {
+    if (state.blockNextMs > 0) {
+      const ms = state.blockNextMs;
+      state.blockNextMs = 0;
+      // Blocks the whole event loop, as a CPU-bound or synchronous handler would: no timer, no
+      // lease renewal, no abort can run in this process until it ends.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+      outcome = 'blocked';
+    }
+    await sleep(job.payload.workMs, job.signal);
+    // A handler that honours its lease: no downstream call once the lease is gone.
+    if (!(await job.progress())) throw new Error('the lease was lost before the downstream call');
+    if (job.payload.mode === 'effect') {
+      await job.effect('downstream', {
+        perform: async (key) => {
+          await ledger.callDownstream(key, job.id, job.token, owner, 'effect');
+          return { applied: true };
+        },
+        reconcile: async (key) =>
+          (await ledger.downstreamApplied(key))
+            ? { happened: true, result: { applied: true } }
+            : { happened: false },
+      });
+    } else {
+      await ledger.callDownstream(job.idempotencyKey, job.id, job.token, owner, 'plain');
+    }
+  } catch (err) {
+    outcome = outcome === 'blocked' ? 'blocked-threw' : 'threw';
+    // Nothing here fails for a logical reason: a lost lease (nothing more is sent for it), or the
+    // database going away, which is worth retrying with the full attempt budget.
+    throw new RetryableError('the run did not finish', { cause: err });
+  } finally {
+    state.handling--;
+    if (long) state.handlingLong--;
+    ledger.append('run_ends', [job.id, job.token, owner, performance.now() - started, outcome]);
+  }
+}
+
+async function txnLoop() {
+  const { lh, config } = state;
+  let failures = 0;
+  while (!state.stopping) {
+    let leases;
+    try {
+      // One at a time: a claimed job waiting behind a slow one would see its lease lapse unrenewed.
+      leases = await lh.claim({
+        queue: 'chaos_txn',
+        owner: state.txnOwner,
+        limit: 1,
+        leaseMs: config.leaseMs,
+      });
+      failures = 0;
+    } catch {
+      failures++;
+      await sleep(Math.min(2000, 50 * 2 ** failures));
+      continue;
+    }
+    if (leases.length === 0) {
+      await sleep(config.pollIntervalMs);
+      continue;
+    }
+    for (const lease of leases) await runTxnJob(lease);
+  }
+}
+
+// A job completed by hand: its effect is written in the completion's own transaction, so it
+// commits exactly when the completion is accepted. A stale claimer's completion is refused
+// (and the refusal counted, since the transaction still commits with nothing else in it).
+async function runTxnJob(lease) {
+  const { lh, pool, ledger, txnOwner, txnStats } = state;
+  const started = performance.now();
+  if (!(await recordStart(lease, txnOwner, 'chaos_txn'))) return; // its lease will expire
+  state.handling++;
+  state.txnHandling++;
+  let outcome = 'returned';
+  try {
+    // A retry is slow (two leases long, renewed by heartbeat): a stale claimer that wakes up late
+    // then finds its successor still running, and its completion must not take the successor's place.
+    const workMs = lease.attempt > 1 ? 2 * state.config.leaseMs : lease.payload.workMs;
+    state.txnUntil = Math.max(state.txnUntil, started + workMs);
+    if (!(await workWithHeartbeats(lease, workMs))) {
+      outcome = 'lease-lost';
+      return;
+    }
+    const client = await pool.connect();
+    // pg emits 'error' on a checked-out client whose connection dies; unheard, it ends the process.
+    const ignore = () => {};
+    client.on('error', ignore);
+    let broken = null;
+    try {
+      await client.query('BEGIN');
+      const accepted = await lh.complete(lease, { client });
+      if (accepted) {
+        await client.query('INSERT INTO chaos.txn_effects (job_id, token, owner) VALUES ($1, $2, $3)', [
+          lease.jobId,
+          lease.token,
+          txnOwner,
+        ]);
+      }
+      await client.query('COMMIT');
+      if (accepted) txnStats.completed++;
+      else txnStats.refused++;
+      ledger.append('acks', [lease.jobId, lease.token, txnOwner, accepted ? 'completed' : 'lost']);
+    } catch (err) {
+      broken = err;
+      txnStats.errors++;
+      outcome = 'threw';
+      await client.query('ROLLBACK').catch(() => {});
+    } finally {
+      client.off('error', ignore);
+      client.release(broken ?? undefined);
+    }
+  } catch {
+    outcome = 'threw';
+  } finally {
+    state.handling--;
+    state.txnHandling--;
+    ledger.append('run_ends', [lease.jobId, lease.token, txnOwner, performance.now() - started, outcome]);
+  }
+}
+
+// Sleeps `workMs`, renewing the lease every third of it; false once a renewal is refused.
+async function workWithHeartbeats(lease, workMs) {
+  const { lh, config } = state;
+  const every = config.leaseMs / 3;
+  const until = performance.now() + workMs;
+  while (performance.now() < until) {
+    await sleep(Math.min(every, until - performance.now()));
+    if (performance.now() < until && !(await lh.heartbeat(lease, { leaseMs: config.leaseMs }))) return false;
+  }
+  return true;
+}
+
+async function stop() {
+  if (!state || state.stopping) return;
+  state.stopping = true;
+  clearInterval(state.statusTimer);
+  await state.worker?.stop();
+  await Promise.all(state.txnLoops ?? []);
+  await state.ledger.drain();
+  const counters = { ...state.worker.counters };
+  await Promise.all([state.ledger.close(), state.pool.end()]);
+  process.send?.({ type: 'stopped', counters, txn: state.txnStats }, () => process.exit(0));
+}
+
+function fail(err) {
+  process.send?.({ type: 'failed', message: String(err?.stack ?? err) }, () => process.exit(1));
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(done, ms);
+    function done() {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }
+    function onAbort() {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
