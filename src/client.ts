@@ -177,7 +177,8 @@ export class Leasehold {
     } else {
       this.listenConnection = (this.pool as pg.Pool & { options: pg.ClientConfig }).options;
     }
-    this.#claims = new ClaimRouter(this.pool, this.schema);
+    // lh.claim keeps strict preference order: no claim floor (workers use one, see claim-floor.ts).
+    this.#claims = new ClaimRouter(this.pool, this.schema, null);
   }
 
   /** Creates or upgrades the schema; safe to call from many processes at once. */

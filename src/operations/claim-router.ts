@@ -22,7 +22,8 @@ export class ClaimRouter {
   constructor(
     private readonly db: Queryable,
     private readonly schema: string,
-    private readonly floorSettings: ClaimFloorSettings = CLAIM_FLOOR_DEFAULTS,
+    // null: every claim starts at the front (lh.claim, whose callers expect strict preference order).
+    private readonly floorSettings: ClaimFloorSettings | null = CLAIM_FLOOR_DEFAULTS,
   ) {}
 
   /** Claims with the statement the queue's settings call for. */
@@ -48,7 +49,7 @@ export class ClaimRouter {
     params: { queue: string; owner: string; limit: number; leaseMs: number },
     useFloor: boolean,
   ): Promise<ClaimedRow[]> {
-    if (!useFloor) return claimJobs(this.db, this.schema, params);
+    if (!useFloor || this.floorSettings === null) return claimJobs(this.db, this.schema, params);
     let floors = this.#floors.get(params.queue);
     if (!floors) {
       floors = new ClaimFloor(this.floorSettings);
