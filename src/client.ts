@@ -63,6 +63,7 @@ import { recoverExpiredLeases } from './storage/recover.js';
 import {
   assertInt,
   assertJobId,
+  assertOwner,
   assertQueueName,
   assertSchemaName,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -468,12 +469,6 @@ export class Leasehold {
       orderingKey: optionalText(item.orderingKey, `${field}.orderingKey`, 200),
       concurrencyKey: optionalText(item.concurrencyKey, `${field}.concurrencyKey`, 200),
     };
-  }
-}
-
-function assertOwner(owner: unknown): asserts owner is string {
-  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 200) {
-    throw new ValidationError('owner', 'must be a string of 1 to 200 characters');
   }
 }
 

@@ -11,7 +11,12 @@ const QUEUE_NAME = /^[A-Za-z0-9_.:-]{1,128}$/;
 // Lower-case so the quoted and unquoted spellings name the same schema; short enough that
 // derived names (the NOTIFY channel, prepared statement names) stay under PostgreSQL's 63 bytes.
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,39}$/;
+// PostgreSQL refuses to create schemas named pg_*, and information_schema is the system's own.
+const RESERVED_SCHEMA = /^(pg_|information_schema$)/;
 const ERROR_CODE = /[^A-Za-z0-9_.:-]/g;
+// A lone UTF-16 surrogate: the driver would send it as U+FFFD, so two different strings could be
+// stored as one (two idempotency keys colliding, for one).
+const LONE_SURROGATE = /\p{Cs}/u;
 
 /** Throws `ValidationError` unless `name` is a usable queue name. */
 export function assertQueueName(name: unknown, field = 'queue'): asserts name is string {
@@ -31,6 +36,12 @@ export function assertSchemaName(name: unknown): asserts name is string {
       'must start with a lower-case letter or _ and hold at most 40 lower-case letters, digits or _ (got ' +
         describe(name) +
         ')',
+    );
+  }
+  if (RESERVED_SCHEMA.test(name)) {
+    throw new ValidationError(
+      'schema',
+      `must not be a PostgreSQL system schema name (got ${describe(name)})`,
     );
   }
 }
@@ -63,13 +74,34 @@ export function assertJobId(id: unknown, field = 'id'): string {
   return text;
 }
 
-/** Throws unless `value` is a string of 1 to `max` characters (NUL refused); returns it. */
+/**
+ * Throws unless `value` is a string of 1 to `max` UTF-16 code units, not only white space, that
+ * PostgreSQL stores exactly (no NUL, no lone surrogate); returns it.
+ */
 export function assertText(value: unknown, field: string, max: number): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is exactly what PostgreSQL text refuses.
-  if (typeof value !== 'string' || value.trim().length === 0 || value.length > max || /\u0000/.test(value)) {
+  if (typeof value !== 'string' || value.trim().length === 0 || value.length > max) {
     throw new ValidationError(field, `must be a non-empty string of at most ${max} characters`);
   }
+  assertStorableText(value, field);
   return value;
+}
+
+/** Throws unless `value` is a string of 1 to 200 characters PostgreSQL stores exactly: a lease owner. */
+export function assertOwner(value: unknown, field = 'owner'): asserts value is string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
+    throw new ValidationError(field, 'must be a string of 1 to 200 characters');
+  }
+  assertStorableText(value, field);
+}
+
+// PostgreSQL text cannot hold NUL, and the driver turns a lone surrogate into U+FFFD.
+function assertStorableText(value: string, field: string): void {
+  if (value.includes('\u0000')) {
+    throw new ValidationError(field, 'contains a NUL character, which PostgreSQL text cannot store');
+  }
+  if (LONE_SURROGATE.test(value)) {
+    throw new ValidationError(field, 'contains a lone UTF-16 surrogate (not well-formed Unicode)');
+  }
 }
 
 /** Like `assertText`, but `undefined` yields null. */
