@@ -69,6 +69,8 @@ import {
   DEFAULT_MAX_PAYLOAD_BYTES,
   MAX_BATCH,
   MAX_ENQUEUE_MANY,
+  MAX_ENQUEUE_MANY_BYTES,
+  MAX_PAYLOAD_BYTES_LIMIT,
   optionalInt,
   optionalText,
   scheduleFromOptions,
@@ -122,7 +124,7 @@ export class Leasehold {
       options.maxPayloadBytes,
       'maxPayloadBytes',
       2,
-      64 * 1024 * 1024,
+      MAX_PAYLOAD_BYTES_LIMIT,
       DEFAULT_MAX_PAYLOAD_BYTES,
     );
     this.succeededRetentionMs = optionalInt(
@@ -229,6 +231,14 @@ export class Leasehold {
       throw new ValidationError('items', `must be an array of 1 to ${MAX_ENQUEUE_MANY} jobs`);
     }
     const jobs = items.map((item, index) => this.#newJob(item, `items[${index}]`));
+    let bytes = 0;
+    for (const job of jobs) bytes += Buffer.byteLength(job.payloadJson, 'utf8');
+    if (bytes > MAX_ENQUEUE_MANY_BYTES) {
+      throw new ValidationError(
+        'items',
+        `hold ${bytes} bytes of payload JSON, over the limit of ${MAX_ENQUEUE_MANY_BYTES} for one call; split the batch`,
+      );
+    }
     const db = options.client ?? this.pool;
     const ordered = jobs.some((job) => job.orderingKey !== null);
     const ids = await (ordered ? insertOrderedJobs : insertJobs)(db, this.schema, queue, jobs);

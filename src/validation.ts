@@ -2,10 +2,25 @@ import { ValidationError } from './errors.js';
 
 /** Default upper bound on a payload's size once serialised to JSON. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
+/**
+ * Largest `maxPayloadBytes` a client accepts. Stored as jsonb, a payload can take up to six times
+ * its JSON size (`[0,0,...]`), so anything under this limit fits the database's own bound below.
+ */
+export const MAX_PAYLOAD_BYTES_LIMIT = 8 * 1024 * 1024;
+/**
+ * The database's backstop on a payload, as `pg_column_size` (jsonb bytes), enforced by the
+ * `jobs_payload_size` constraint of migration 007 for every writer, the client or not.
+ */
+export const DATABASE_PAYLOAD_LIMIT_BYTES = 64 * 1024 * 1024;
 /** Largest batch a single claim, enqueueMany or maintenance statement will take. */
 export const MAX_BATCH = 1000;
 /** Largest number of jobs one `enqueueMany` call accepts (sent in one statement). */
 export const MAX_ENQUEUE_MANY = 10_000;
+/**
+ * Largest total of payload JSON one `enqueueMany` call sends. The batch travels as one jsonb array,
+ * which PostgreSQL caps at 256 MB of jsonb; at the worst expansion (six times) this stays below it.
+ */
+export const MAX_ENQUEUE_MANY_BYTES = 32 * 1024 * 1024;
 
 const QUEUE_NAME = /^[A-Za-z0-9_.:-]{1,128}$/;
 // Lower-case so the quoted and unquoted spellings name the same schema; short enough that
@@ -17,6 +32,10 @@ const ERROR_CODE = /[^A-Za-z0-9_.:-]/g;
 // A lone UTF-16 surrogate: the driver would send it as U+FFFD, so two different strings could be
 // stored as one (two idempotency keys colliding, for one).
 const LONE_SURROGATE = /\p{Cs}/u;
+// In JSON text from JSON.stringify, a \u escape of NUL or of a lone surrogate, both of which jsonb
+// refuses. Only an escape after an even run of backslashes counts: `\\u0000` is an escaped
+// backslash followed by the text u0000, which jsonb stores fine.
+const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(0000|d[89a-f][0-9a-f]{2})/;
 
 /** Throws `ValidationError` unless `name` is a usable queue name. */
 export function assertQueueName(name: unknown, field = 'queue'): asserts name is string {
@@ -149,9 +168,14 @@ export function serialisePayload(payload: unknown, maxBytes: number, field = 'pa
   if (bytes > maxBytes) {
     throw new ValidationError(field, `is ${bytes} bytes as JSON, over the limit of ${maxBytes}`);
   }
-  // PostgreSQL's jsonb refuses the NUL character; refuse it here with a clear error instead.
-  if (text.includes('\\u0000')) {
+  // jsonb refuses NUL and lone surrogates (JSON.stringify escapes both as \u....): refuse them here
+  // with a clear error rather than a driver error. Most payloads hold no \u escape at all.
+  const unstorable = text.includes('\\u') ? UNSTORABLE_ESCAPE.exec(text) : null;
+  if (unstorable?.[1] === '0000') {
     throw new ValidationError(field, 'contains a NUL character, which PostgreSQL jsonb cannot store');
+  }
+  if (unstorable) {
+    throw new ValidationError(field, 'contains a lone UTF-16 surrogate, which PostgreSQL jsonb cannot store');
   }
   return text;
 }
