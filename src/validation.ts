@@ -159,7 +159,7 @@ export function serialisePayload(payload: unknown, maxBytes: number, field = 'pa
   try {
     text = JSON.stringify(payload);
   } catch (err) {
-    throw new ValidationError(field, `is not JSON-serialisable (${(err as Error).message})`);
+    throw new ValidationError(field, `is not JSON-serialisable (${unserialisable(err)})`);
   }
   if (text === undefined) {
     throw new ValidationError(field, 'is not JSON-serialisable (undefined, a function or a symbol)');
@@ -178,6 +178,16 @@ export function serialisePayload(payload: unknown, maxBytes: number, field = 'pa
     throw new ValidationError(field, 'contains a lone UTF-16 surrogate, which PostgreSQL jsonb cannot store');
   }
   return text;
+}
+
+// Why JSON.stringify refused, without its message: V8 names the property path of a cycle (payload
+// keys), and a throwing toJSON may say anything.
+function unserialisable(err: unknown): string {
+  if (err instanceof RangeError) return 'nested too deeply';
+  const message = err instanceof Error ? err.message : '';
+  if (message.startsWith('Converting circular structure')) return 'it holds a circular reference';
+  if (message.includes('BigInt')) return 'it holds a BigInt';
+  return `${err instanceof Error ? err.name : typeof err} thrown while serialising`;
 }
 
 /** Resolves `runAt`/`delayMs` into a delay in milliseconds relative to database time (null: now). */

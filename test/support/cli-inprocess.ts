@@ -38,14 +38,18 @@ export async function runCliInProcess(args: string[]): Promise<CliRun> {
     stdout += String(chunk);
     return true;
   });
+  // A command that fails softly (`check`) sets process.exitCode: report it, then restore ours.
+  const exitCode = process.exitCode;
+  process.exitCode = undefined;
   try {
     await program.parseAsync(['node', 'leasehold', ...args]);
-    return { code: 0, stdout, stderr };
+    return { code: Number(process.exitCode ?? 0), stdout, stderr };
   } catch (err) {
     if (err instanceof CommanderError) return { code: err.exitCode, stdout, stderr };
     stderr += `leasehold: ${describeError(err)}\n`;
     return { code: err instanceof CliError ? err.exitCode : 1, stdout, stderr };
   } finally {
+    process.exitCode = exitCode;
     out.mockRestore();
     interrupt.dispose();
   }
