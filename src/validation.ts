@@ -144,6 +144,15 @@ export function optionalBoolean(value: unknown, field: string, fallback: boolean
   return value;
 }
 
+/** The options object a method was given: `undefined` yields `{}`; anything but a plain object is refused. */
+export function optionsObject<T extends object>(value: T | undefined, field = 'options'): T {
+  if (value === undefined) return {} as T;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ValidationError(field, 'must be an object');
+  }
+  return value;
+}
+
 /** Throws when `object` has a key not in `known`, naming the known ones. */
 export function rejectUnknownOptions(object: object, known: readonly string[], field: string): void {
   for (const key of Object.keys(object)) {
