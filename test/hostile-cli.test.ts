@@ -71,7 +71,7 @@ describe('the leasehold binary with hostile arguments', () => {
         expectOneLineRefusal(exit, /^leasehold: queue: /);
         expect(await tableCounts(pool, lh.schema)).toEqual(before);
       }),
-      runs(5),
+      runs(4),
     );
   }, 60_000);
 
@@ -110,7 +110,7 @@ describe('the leasehold binary with hostile arguments', () => {
         expect(history.status).toBe('cancelled');
         expect(history.history.at(-1)).toMatchObject({ kind: 'cancelled', reason, actor });
       }),
-      runs(6),
+      runs(5),
     );
   }, 60_000);
 
@@ -141,7 +141,7 @@ describe('the leasehold binary with hostile arguments', () => {
         }
         expectOneLineRefusal(exit);
       }),
-      runs(6),
+      runs(5),
     );
   }, 60_000);
 
@@ -179,7 +179,7 @@ describe('the leasehold binary with hostile arguments', () => {
           expect(await exists(schema)).toBe(before);
         },
       ),
-      runs(4),
+      runs(3),
     );
     expect(await exists('public')).toBe(1);
   }, 60_000);
