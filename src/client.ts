@@ -65,14 +65,18 @@ import {
   assertClaimId,
   assertInt,
   assertJobId,
+  assertOwner,
   assertQueueName,
   assertSchemaName,
   DEFAULT_MAX_PAYLOAD_BYTES,
   MAX_BATCH,
   MAX_ENQUEUE_MANY,
+  MAX_ENQUEUE_MANY_BYTES,
+  MAX_PAYLOAD_BYTES_LIMIT,
   optionalBoolean,
   optionalInt,
   optionalText,
+  optionsObject,
   scheduleFromOptions,
   serialisePayload,
 } from './validation.js';
@@ -130,7 +134,7 @@ export class Leasehold {
       options.maxPayloadBytes,
       'maxPayloadBytes',
       2,
-      64 * 1024 * 1024,
+      MAX_PAYLOAD_BYTES_LIMIT,
       DEFAULT_MAX_PAYLOAD_BYTES,
     );
     this.succeededRetentionMs = optionalInt(
@@ -196,11 +200,12 @@ export class Leasehold {
    * Adds a job to `queue`. With `client`, the job joins that transaction. With `idempotencyKey`, a
    * job already holding that key in the queue is returned instead (`created: false`).
    */
-  async enqueue(queue: string, payload: unknown, options: EnqueueOptions = {}): Promise<EnqueueResult> {
+  async enqueue(queue: string, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult> {
     assertQueueName(queue);
+    const opts = optionsObject(options);
     return traceEnqueue(
-      { db: this.#on(options.client), schema: this.schema, queue, count: 1 },
-      () => this.#enqueue(queue, payload, options),
+      { db: this.#on(opts.client), schema: this.schema, queue, count: 1 },
+      () => this.#enqueue(queue, payload, opts),
       (result) => (result.created ? [result.id] : []),
     );
   }
@@ -233,17 +238,18 @@ export class Leasehold {
   async enqueueMany(
     queue: string,
     items: readonly EnqueueItem[],
-    options: { client?: Queryable } = {},
+    options?: { client?: Queryable },
   ): Promise<{ ids: string[] }> {
     assertQueueName(queue);
+    const opts = optionsObject(options);
     return traceEnqueue(
       {
-        db: this.#on(options.client),
+        db: this.#on(opts.client),
         schema: this.schema,
         queue,
         count: Array.isArray(items) ? items.length : 0,
       },
-      () => this.#enqueueMany(queue, items, options),
+      () => this.#enqueueMany(queue, items, opts),
       (result) => result.ids,
     );
   }
@@ -257,6 +263,14 @@ export class Leasehold {
       throw new ValidationError('items', `must be an array of 1 to ${MAX_ENQUEUE_MANY} jobs`);
     }
     const jobs = items.map((item, index) => this.#newJob(item, `items[${index}]`));
+    let bytes = 0;
+    for (const job of jobs) bytes += Buffer.byteLength(job.payloadJson, 'utf8');
+    if (bytes > MAX_ENQUEUE_MANY_BYTES) {
+      throw new ValidationError(
+        'items',
+        `hold ${bytes} bytes of payload JSON, over the limit of ${MAX_ENQUEUE_MANY_BYTES} for one call; split the batch`,
+      );
+    }
     const db = this.#on(options.client);
     if (jobs.some((job) => job.orderingKey !== null)) {
       return { ids: await insertOrderedJobs(db, this.schema, queue, jobs) };
@@ -270,7 +284,8 @@ export class Leasehold {
   }
 
   /** Claims up to `limit` jobs of a queue in one statement and commits at once. */
-  async claim(options: ClaimOptions): Promise<Lease[]> {
+  async claim(claimOptions: ClaimOptions): Promise<Lease[]> {
+    const options = optionsObject(claimOptions);
     assertQueueName(options.queue);
     assertOwner(options.owner);
     const limit = optionalInt(options.limit, 'limit', 1, MAX_BATCH, 1);
@@ -296,8 +311,9 @@ export class Leasehold {
   }
 
   /** Extends a lease from now; false when it is lost (expired, recovered or reclaimed). */
-  async heartbeat(lease: Lease, options: { leaseMs?: number } = {}): Promise<boolean> {
+  async heartbeat(lease: Lease, heartbeatOptions?: { leaseMs?: number }): Promise<boolean> {
     assertLease(lease);
+    const options = optionsObject(heartbeatOptions);
     const leaseMs =
       options.leaseMs === undefined ? DEFAULT_LEASE_MS : assertLeaseMs(options.leaseMs, 'leaseMs');
     const extended = await extendLeases(this.pool, this.schema, [{ ...lease, leaseMs }]);
@@ -307,9 +323,9 @@ export class Leasehold {
   }
 
   /** Marks the job succeeded; false when the lease was lost and nothing changed. */
-  async complete(lease: Lease, options: { client?: Queryable } = {}): Promise<boolean> {
+  async complete(lease: Lease, options?: { client?: Queryable }): Promise<boolean> {
     assertLease(lease);
-    const accepted = await completeJobs(this.#on(options.client), this.schema, [lease]);
+    const accepted = await completeJobs(this.#on(optionsObject(options).client), this.schema, [lease]);
     return accepted.has(lease.jobId);
   }
 
@@ -317,25 +333,27 @@ export class Leasehold {
    * Completes many leases in one fenced statement; returns the ids whose completion was accepted
    * (the others were fenced out and changed nothing).
    */
-  async completeMany(leases: readonly Lease[], options: { client?: Queryable } = {}): Promise<Set<string>> {
+  async completeMany(leases: readonly Lease[], options?: { client?: Queryable }): Promise<Set<string>> {
+    const db = this.#on(optionsObject(options).client);
     if (!Array.isArray(leases) || leases.length > MAX_BATCH) {
       throw new ValidationError('leases', `must be an array of at most ${MAX_BATCH} leases`);
     }
     for (const lease of leases) assertLease(lease);
-    return completeJobs(this.#on(options.client), this.schema, leases);
+    return completeJobs(db, this.schema, leases);
   }
 
   /**
    * Records a failed attempt: `retry` (pending again after backoff), `dead` (attempts spent or
    * not retryable; kept, never deleted) or `lost` (the lease was lost; nothing changed).
    */
-  async fail(lease: Lease, error: unknown, options: FailOptions = {}): Promise<FailOutcome> {
+  async fail(lease: Lease, error: unknown, failOptions?: FailOptions): Promise<FailOutcome> {
     assertLease(lease);
+    const options = optionsObject(failOptions);
     const details = describeError(error, options.code);
     const outcomes = await failJobs(this.pool, this.schema, [
       {
         ...lease,
-        retryable: options.retryable ?? true,
+        retryable: optionalBoolean(options.retryable, 'retryable', true),
         delayMs:
           options.delayMs === undefined ? null : assertInt(options.delayMs, 'delayMs', 0, 30 * 86_400_000),
         baseMs: this.backoff.baseMs,
@@ -354,9 +372,11 @@ export class Leasehold {
    * Returns expired leases to `pending` (after backoff) or `dead` (attempts spent), in batches of
    * `batchSize`, each its own short transaction, until none is left or `limit` jobs were moved.
    */
-  async recoverExpired(
-    options: { limit?: number; batchSize?: number } = {},
-  ): Promise<{ retried: number; dead: number }> {
+  async recoverExpired(recoverOptions?: {
+    limit?: number;
+    batchSize?: number;
+  }): Promise<{ retried: number; dead: number }> {
+    const options = optionsObject(recoverOptions);
     const limit = optionalInt(options.limit, 'limit', 1, Number.MAX_SAFE_INTEGER, 100_000);
     const batchSize = optionalInt(options.batchSize, 'batchSize', 1, MAX_BATCH, MAX_BATCH);
     const total = { retried: 0, dead: 0 };
@@ -376,10 +396,11 @@ export class Leasehold {
   getJob(id: string | bigint | number, options?: { history?: boolean }): Promise<Job | JobWithHistory | null>;
   async getJob(
     id: string | bigint | number,
-    options: { history?: boolean } = {},
+    options?: { history?: boolean },
   ): Promise<Job | JobWithHistory | null> {
     const jobId = assertJobId(id);
-    if (options.history) return readJobWithHistory(this.pool, this.schema, jobId);
+    if (optionalBoolean(optionsObject(options).history, 'history', false))
+      return readJobWithHistory(this.pool, this.schema, jobId);
     return readJob(this.pool, this.schema, jobId);
   }
 
@@ -435,15 +456,16 @@ export class Leasehold {
   }
 
   /** Every queue that has jobs or settings: counts, oldest claimable age, owner, paused. */
-  listQueues(options: { limit?: number } = {}): Promise<QueueSummary[]> {
-    return queueSummaries(this.pool, this.schema, options);
+  async listQueues(options?: { limit?: number }): Promise<QueueSummary[]> {
+    return queueSummaries(this.pool, this.schema, optionsObject(options));
   }
 
   /**
    * One retention pass now: removes succeeded jobs past their retention, and dead or cancelled jobs
    * past their queue's dead retention (each leaving a tombstone), in bounded batches.
    */
-  prune(options: PruneOptions = {}): Promise<PruneResult> {
+  async prune(pruneOptions?: PruneOptions): Promise<PruneResult> {
+    const options = optionsObject(pruneOptions);
     return prunePass((batch) => batch(this.pool), this.schema, {
       succeededRetentionMs: this.succeededRetentionMs,
       batchSize: optionalInt(options.batchSize, 'batchSize', 1, MAX_BATCH, DEFAULT_PRUNE_BATCH),
@@ -512,12 +534,6 @@ export class Leasehold {
       orderingKey: optionalText(item.orderingKey, `${field}.orderingKey`, 200),
       concurrencyKey: optionalText(item.concurrencyKey, `${field}.concurrencyKey`, 200),
     };
-  }
-}
-
-function assertOwner(owner: unknown): asserts owner is string {
-  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 200) {
-    throw new ValidationError('owner', 'must be a string of 1 to 200 characters');
   }
 }
 

@@ -21,6 +21,8 @@ export interface EmbeddedPostgresOptions {
   port?: number;
   /** Extra `postgres -c` settings, e.g. `{ max_connections: '200' }`. */
   settings?: Record<string, string>;
+  /** Receives the server's log output (its stderr) as it arrives; discarded by default. */
+  onLog?: (text: string) => void;
 }
 
 /**
@@ -69,7 +71,7 @@ async function start(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres
     persistent: false,
     createPostgresUser: isRoot,
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', ...settingsFlags(options.settings)],
-    onLog: () => {},
+    onLog: options.onLog ?? (() => {}),
     onError: () => {},
   });
   try {

@@ -142,14 +142,27 @@ export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err i
   return code === undefined || candidate.code === code;
 }
 
+const CHECK_VIOLATION = '23514';
+// Migration 007's bound on a payload's stored size, which catches writers that bypass the client.
+const PAYLOAD_SIZE_CONSTRAINT = 'jobs_payload_size';
+
 /**
  * Wraps a thrown driver error in a `DatabaseError` (a `PermissionError` for a missing privilege)
- * without repeating parameter values (they may hold payloads) in the message.
+ * without repeating parameter values (they may hold payloads) in the message; a payload refused by
+ * the database's size constraint becomes a `ValidationError`, like one refused by the client.
  */
 export function toDatabaseError(err: unknown, statement: string): LeaseholdError {
   if (err instanceof LeaseholdError) return err;
-  const pgErr = err as { code?: unknown; message?: unknown };
+  const pgErr = err as { code?: unknown; message?: unknown; constraint?: unknown };
   const sqlState = typeof pgErr.code === 'string' ? pgErr.code : undefined;
+  if (sqlState === CHECK_VIOLATION && pgErr.constraint === PAYLOAD_SIZE_CONSTRAINT) {
+    // The same class as the client's own size check. The driver error is not kept as the cause:
+    // its detail quotes the start of the refused row, payload included.
+    return new ValidationError(
+      'payload',
+      `is over the database's limit (constraint ${PAYLOAD_SIZE_CONSTRAINT}); nothing was written`,
+    );
+  }
   const reason = typeof pgErr.message === 'string' ? pgErr.message : String(err);
   if (sqlState === INSUFFICIENT_PRIVILEGE) {
     // The server's text names the table (or schema, or policy's table), never row values.

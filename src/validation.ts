@@ -2,16 +2,40 @@ import { ValidationError } from './errors.js';
 
 /** Default upper bound on a payload's size once serialised to JSON. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
+/**
+ * Largest `maxPayloadBytes` a client accepts. Stored as jsonb, a payload can take up to six times
+ * its JSON size (`[0,0,...]`), so anything under this limit fits the database's own bound below.
+ */
+export const MAX_PAYLOAD_BYTES_LIMIT = 8 * 1024 * 1024;
+/**
+ * The database's backstop on a payload, as `pg_column_size` (jsonb bytes), enforced by the
+ * `jobs_payload_size` constraint of migration 007 for every writer, the client or not.
+ */
+export const DATABASE_PAYLOAD_LIMIT_BYTES = 64 * 1024 * 1024;
 /** Largest batch a single claim, enqueueMany or maintenance statement will take. */
 export const MAX_BATCH = 1000;
 /** Largest number of jobs one `enqueueMany` call accepts (sent in one statement). */
 export const MAX_ENQUEUE_MANY = 10_000;
+/**
+ * Largest total of payload JSON one `enqueueMany` call sends. The batch travels as one jsonb array,
+ * which PostgreSQL caps at 256 MB of jsonb; at the worst expansion (six times) this stays below it.
+ */
+export const MAX_ENQUEUE_MANY_BYTES = 32 * 1024 * 1024;
 
 const QUEUE_NAME = /^[A-Za-z0-9_.:-]{1,128}$/;
 // Lower-case so the quoted and unquoted spellings name the same schema; short enough that
 // derived names (the NOTIFY channel, prepared statement names) stay under PostgreSQL's 63 bytes.
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,39}$/;
+// PostgreSQL refuses to create schemas named pg_*, and information_schema is the system's own.
+const RESERVED_SCHEMA = /^(pg_|information_schema$)/;
 const ERROR_CODE = /[^A-Za-z0-9_.:-]/g;
+// A lone UTF-16 surrogate: the driver would send it as U+FFFD, so two different strings could be
+// stored as one (two idempotency keys colliding, for one).
+const LONE_SURROGATE = /\p{Cs}/u;
+// In JSON text from JSON.stringify, a \u escape of NUL or of a lone surrogate, both of which jsonb
+// refuses. Only an escape after an even run of backslashes counts: `\\u0000` is an escaped
+// backslash followed by the text u0000, which jsonb stores fine.
+const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(0000|d[89a-f][0-9a-f]{2})/;
 
 /** Throws `ValidationError` unless `name` is a usable queue name. */
 export function assertQueueName(name: unknown, field = 'queue'): asserts name is string {
@@ -31,6 +55,12 @@ export function assertSchemaName(name: unknown): asserts name is string {
       'must start with a lower-case letter or _ and hold at most 40 lower-case letters, digits or _ (got ' +
         describe(name) +
         ')',
+    );
+  }
+  if (RESERVED_SCHEMA.test(name)) {
+    throw new ValidationError(
+      'schema',
+      `must not be a PostgreSQL system schema name (got ${describe(name)})`,
     );
   }
 }
@@ -79,13 +109,34 @@ export function assertClaimId(claimId: unknown, field = 'lease.claimId'): string
   return claimId;
 }
 
-/** Throws unless `value` is a string of 1 to `max` characters (NUL refused); returns it. */
+/**
+ * Throws unless `value` is a string of 1 to `max` UTF-16 code units, not only white space, that
+ * PostgreSQL stores exactly (no NUL, no lone surrogate); returns it.
+ */
 export function assertText(value: unknown, field: string, max: number): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is exactly what PostgreSQL text refuses.
-  if (typeof value !== 'string' || value.trim().length === 0 || value.length > max || /\u0000/.test(value)) {
+  if (typeof value !== 'string' || value.trim().length === 0 || value.length > max) {
     throw new ValidationError(field, `must be a non-empty string of at most ${max} characters`);
   }
+  assertStorableText(value, field);
   return value;
+}
+
+/** Throws unless `value` is a string of 1 to 200 characters PostgreSQL stores exactly: a lease owner. */
+export function assertOwner(value: unknown, field = 'owner'): asserts value is string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
+    throw new ValidationError(field, 'must be a string of 1 to 200 characters');
+  }
+  assertStorableText(value, field);
+}
+
+// PostgreSQL text cannot hold NUL, and the driver turns a lone surrogate into U+FFFD.
+function assertStorableText(value: string, field: string): void {
+  if (value.includes('\u0000')) {
+    throw new ValidationError(field, 'contains a NUL character, which PostgreSQL text cannot store');
+  }
+  if (LONE_SURROGATE.test(value)) {
+    throw new ValidationError(field, 'contains a lone UTF-16 surrogate (not well-formed Unicode)');
+  }
 }
 
 /** Like `assertText`, but `undefined` yields null. */
@@ -109,6 +160,15 @@ export function optionalBoolean(value: unknown, field: string, fallback: boolean
   return value;
 }
 
+/** The options object a method was given: `undefined` yields `{}`; anything but a plain object is refused. */
+export function optionsObject<T extends object>(value: T | undefined, field = 'options'): T {
+  if (value === undefined) return {} as T;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ValidationError(field, 'must be an object');
+  }
+  return value;
+}
+
 /** Throws when `object` has a key not in `known`, naming the known ones. */
 export function rejectUnknownOptions(object: object, known: readonly string[], field: string): void {
   for (const key of Object.keys(object)) {
@@ -124,7 +184,7 @@ export function serialisePayload(payload: unknown, maxBytes: number, field = 'pa
   try {
     text = JSON.stringify(payload);
   } catch (err) {
-    throw new ValidationError(field, `is not JSON-serialisable (${(err as Error).message})`);
+    throw new ValidationError(field, `is not JSON-serialisable (${unserialisable(err)})`);
   }
   if (text === undefined) {
     throw new ValidationError(field, 'is not JSON-serialisable (undefined, a function or a symbol)');
@@ -133,11 +193,26 @@ export function serialisePayload(payload: unknown, maxBytes: number, field = 'pa
   if (bytes > maxBytes) {
     throw new ValidationError(field, `is ${bytes} bytes as JSON, over the limit of ${maxBytes}`);
   }
-  // PostgreSQL's jsonb refuses the NUL character; refuse it here with a clear error instead.
-  if (text.includes('\\u0000')) {
+  // jsonb refuses NUL and lone surrogates (JSON.stringify escapes both as \u....): refuse them here
+  // with a clear error rather than a driver error. Most payloads hold no \u escape at all.
+  const unstorable = text.includes('\\u') ? UNSTORABLE_ESCAPE.exec(text) : null;
+  if (unstorable?.[1] === '0000') {
     throw new ValidationError(field, 'contains a NUL character, which PostgreSQL jsonb cannot store');
   }
+  if (unstorable) {
+    throw new ValidationError(field, 'contains a lone UTF-16 surrogate, which PostgreSQL jsonb cannot store');
+  }
   return text;
+}
+
+// Why JSON.stringify refused, without its message: V8 names the property path of a cycle (payload
+// keys), and a throwing toJSON may say anything.
+function unserialisable(err: unknown): string {
+  if (err instanceof RangeError) return 'nested too deeply';
+  const message = err instanceof Error ? err.message : '';
+  if (message.startsWith('Converting circular structure')) return 'it holds a circular reference';
+  if (message.includes('BigInt')) return 'it holds a BigInt';
+  return `${err instanceof Error ? err.name : typeof err} thrown while serialising`;
 }
 
 /** Resolves `runAt`/`delayMs` into a delay in milliseconds relative to database time (null: now). */

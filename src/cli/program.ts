@@ -31,7 +31,26 @@ Examples:
     .addCommand(checkCommand())
     .addCommand(metricsCommand(interrupt))
     .addCommand(dashboardCommand(interrupt));
+  escapeParserErrors(program);
   return program;
+}
+
+/**
+ * Commander quotes a refused argument as it was given. Escaping control characters there keeps its
+ * error on one line and keeps a hostile argument from sending escape sequences to the terminal.
+ */
+function escapeParserErrors(command: Command): void {
+  command.configureOutput({
+    outputError: (text, write) => write(`${escapeControls(text.replace(/\n$/, ''))}\n`),
+  });
+  for (const sub of command.commands) escapeParserErrors(sub);
+}
+
+// C0 and C1 control characters as \uXXXX; everything else as given.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is escaped.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+function escapeControls(text: string): string {
+  return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 function packageVersion(): string {

@@ -9,7 +9,7 @@ import {
 } from '../config.js';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
-import { assertQueueName, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
+import { assertOwner, assertQueueName, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
 import type { JobContext } from './job-context.js';
 
 /** A queue's handler: resolve to complete the job, throw to fail it. */
@@ -185,9 +185,7 @@ export function resolveWorkerOptions(
     throw new ValidationError('options', 'must be an object');
   rejectUnknownKeys(options, KNOWN_WORKER_KEYS, 'options');
   const owner = options.owner ?? defaultOwner();
-  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 200) {
-    throw new ValidationError('owner', 'must be a string of 1 to 200 characters');
-  }
+  assertOwner(owner);
   if (
     typeof options.queues !== 'object' ||
     options.queues === null ||

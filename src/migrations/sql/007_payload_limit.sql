@@ -1,0 +1,31 @@
+-- 007: a database-side bound on a job's payload, the backstop behind the client's own check.
+-- The migrator runs this with search_path set to the Leasehold schema, so names are unqualified.
+
+-- The client refuses a payload over maxPayloadBytes of JSON text (256 KiB by default, at most
+-- 8 MiB) before sending it, with a ValidationError; that is the check users normally meet. This
+-- constraint catches writers that bypass the client (raw SQL, another library, a bug): 64 MiB as
+-- pg_column_size measures it (DATABASE_PAYLOAD_LIMIT_BYTES in src/validation.ts). jsonb can take
+-- up to six times the JSON text's size (an array of small numbers), so everything a client at its
+-- largest setting accepts fits. A violation reaches callers of the client as a ValidationError
+-- (src/errors.ts), and fails the whole statement: an enqueueMany with one oversized payload writes
+-- nothing.
+--
+-- Cost on the hot path: pg_column_size reads the value's header only. A freshly inserted payload is
+-- measured uncompressed (the check runs before TOAST compresses it); a row's stored payload, seen by
+-- every later UPDATE of the row (claim, fail, heartbeat...), is measured as stored, compressed or
+-- toasted, which can only be smaller. The check never serialises the payload to text.
+--
+-- NOT VALID: adding the constraint does not scan the existing jobs, so the migration holds its
+-- ACCESS EXCLUSIVE lock on jobs only for a moment, however large the table. Rows written before it
+-- are not checked now, but PostgreSQL checks every row an UPDATE writes, old ones included: a job
+-- whose stored payload is over the limit (only possible from a client configured with a
+-- maxPayloadBytes above 8 MiB, allowed before this version) would make each claim of its queue
+-- fail. Before upgrading such a deployment, look for them:
+--   SELECT id, queue_name, status FROM <schema>.jobs WHERE pg_column_size(payload) > 67108864;
+-- and cancel or delete them. Once none is left, the constraint can be validated without blocking
+-- writes (VALIDATE takes a SHARE UPDATE EXCLUSIVE lock and scans the table once):
+--   ALTER TABLE <schema>.jobs VALIDATE CONSTRAINT jobs_payload_size;
+-- finished_jobs keeps no payload; job_effects results and job_events details have bounds of their
+-- own (002).
+ALTER TABLE jobs
+  ADD CONSTRAINT jobs_payload_size CHECK (pg_column_size(payload) <= 67108864) NOT VALID;
