@@ -9,6 +9,11 @@ import { keySlotsReleaseCte } from './key-slots.js';
  * is left alone (under Read Committed the update re-reads the locked row before changing it).
  * Appends a `lease_expired` event per job (the claim it ends, and whether it retries or died), in
  * the same statement, and gives back the per-key concurrency slot a run held.
+ * The update checks `status::text`, not `status`: the partial index's predicate then cannot match,
+ * so `expired` drives primary-key lookups. Otherwise, with statistics gathered while the leases
+ * were live (the usual case right after a crash), the planner expected one expired row, drove the
+ * update from jobs_expired_lease_idx and rescanned `expired` for each of its rows: 5.3 s instead
+ * of 34 ms for a batch of 1,000 out of 10,000 expired leases.
  */
 const JobRecoverExpired = defineStatement(
   'recover_expired_leases',
@@ -38,7 +43,7 @@ const JobRecoverExpired = defineStatement(
         last_error_stack = NULL
     FROM expired
     WHERE j.id = expired.id
-      AND j.status = 'running'
+      AND j.status::text = 'running'
       AND j.lease_expires_at <= now()
     RETURNING j.id, j.status, j.queue_name, j.attempt_count, expired.lease_owner, expired.lease_token,
               j.claimed_at, j.lease_extensions, j.last_error_code, j.last_error_message,
