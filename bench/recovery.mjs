@@ -114,7 +114,7 @@ function formatTable(results) {
   const rows = [
     ['all jobs finished (bench polls `finished_jobs` every 10 ms)', 'allFinished'],
     ['all jobs finished, counted from the lapse of the leases instead', 'afterLapse'],
-    ['(the bench had set every lease to lapse at the lease length after the kill by)', 'leasesSet'],
+    ['victim leases lapsed (all at once, `lease_expires_at`)', 'leasesLapse'],
     ['first sweep batch (`job_events.at`)', 'firstSweep'],
     ['last sweep batch', 'lastSweep'],
     ['first recovered job finished (`finished_at`)', 'firstFinished'],
@@ -124,7 +124,7 @@ function formatTable(results) {
   ];
   const lines = [
     `Milliseconds after the SIGKILL: median of ${options.reps} repetition(s), min–max in parentheses.`,
-    `${options.jobs} jobs over ${options.queues} queues, held by the victim; every lease set to lapse ${options.leaseMs} ms after the kill;`,
+    `${options.jobs} jobs over ${options.queues} queues, held by the victim; every lease set to lapse ${options.leaseMs} ms after the planned kill;`,
     `survivor: concurrency ${options.concurrency} and prefetch ${options.prefetch} per queue, listening, idle at the kill.`,
     '',
     ...names.map((name, i) => `Scenario ${String.fromCharCode(65 + i)}: ${SCENARIOS[name].label}.`),

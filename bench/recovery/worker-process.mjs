@@ -46,7 +46,8 @@ process.once('message', async (config) => {
     process.on('message', async (message) => {
       if (message.type === 'start') {
         await worker.start();
-        for (let i = 0; worker.listenerPid === null; i++) {
+        const listens = config.workerOptions?.listen !== false;
+        for (let i = 0; listens && worker.listenerPid === null; i++) {
           if (i > 500) throw new Error(`the ${role} did not connect its listener within 5 s`);
           await sleep(10);
         }
