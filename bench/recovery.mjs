@@ -1,7 +1,7 @@
 // `npm run bench:recovery`: how long after a worker holding 10,000 jobs is SIGKILLed does a
 // surviving worker finish them all? (Issue 8: within 1.5 s with a 1 s lease.) A victim process
-// holds every job under a renewed lease, an idle survivor process listens, the victim is killed,
-// and the bench polls finished_jobs every 10 ms. Each scenario runs the survivor with other
+// holds every job, an idle survivor process listens, the victim is killed with every lease set to
+// lapse 1 s later, and the bench polls finished_jobs every 10 ms (see recovery/run-once.mjs). Each scenario runs the survivor with other
 // settings; each is repeated, and the table gives medians with min–max. With --explain, also
 // prints EXPLAIN (ANALYZE, BUFFERS) of the recovery statement over that many expired leases.
 import { parseArgs } from 'node:util';

@@ -5,7 +5,7 @@
 //   parent -> {type:'stop'}   child stops its worker and answers {type:'stopped', counters}
 // victim:   one queue per name, concurrency = jobs per queue (the library allows at most 1000
 //           per queue, so 10,000 held jobs take 10 queues); handlers never return. It claims with
-//           a long lease, never renewed, that the parent shortens to 1 s just before the SIGKILL
+//           a long lease, never renewed, that the parent sets to lapse 1 s after the SIGKILL
 //           (see run-once.mjs for why).
 // survivor: the same queues with a no-op handler and the settings under test.
 // The child exits by itself if the parent goes away or its own time limit passes.
@@ -48,7 +48,11 @@ process.once('message', async (config) => {
         await worker.start();
         const listens = config.workerOptions?.listen !== false;
         for (let i = 0; listens && worker.listenerPid === null; i++) {
-          if (i > 500) throw new Error(`the ${role} did not connect its listener within 5 s`);
+          if (i > 500) {
+            const failure = `the ${role} did not connect its listener within 5 s`;
+            process.send({ type: 'failed', message: failure }, () => process.exit(1));
+            return;
+          }
           await sleep(10);
         }
         process.send({ type: 'started' });
