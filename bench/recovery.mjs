@@ -208,9 +208,10 @@ async function main() {
     console.log(
       `Finished in ${Math.round((performance.now() - startedAt) / 1000)} s; load average at end (1/5/15 min): ${loadAverage()}`,
     );
-    await admin.query(`DROP SCHEMA IF EXISTS ${RECOVERY_SCHEMA} CASCADE`);
   } finally {
     for (const child of liveChildren) child.kill('SIGKILL');
+    // Leave nothing behind on a server given by DATABASE_URL, even after a failed run.
+    await admin.query(`DROP SCHEMA IF EXISTS ${RECOVERY_SCHEMA} CASCADE`).catch(() => {});
     await admin.end();
     await server.stop();
     clearTimeout(watchdog);
