@@ -1,4 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { wakeupChannel } from './enqueue.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 
 /**
@@ -8,7 +9,14 @@ import { keySlotsReleaseCte } from './key-slots.js';
  * outer WHERE repeats the expiry test, so a job renewed or completed after the subquery's snapshot
  * is left alone (under Read Committed the update re-reads the locked row before changing it).
  * Appends a `lease_expired` event per job (the claim it ends, and whether it retries or died), in
- * the same statement, and gives back the per-key concurrency slot a run held.
+ * the same statement, and gives back the per-key concurrency slot a run held. Notifies ($4) every
+ * queue that got jobs back to `pending`, as an enqueue does, so idle listening workers claim them
+ * at commit instead of at their next poll (the sweeping worker may serve none of those queues).
+ * The update checks `status::text`, not `status`: the partial index's predicate then cannot match,
+ * so `expired` drives primary-key lookups. Otherwise, with statistics gathered while the leases
+ * were live (the usual case right after a crash), the planner expected one expired row, drove the
+ * update from jobs_expired_lease_idx and rescanned `expired` for each of its rows: 5.3 s instead
+ * of 34 ms for a batch of 1,000 out of 10,000 expired leases.
  */
 const JobRecoverExpired = defineStatement(
   'recover_expired_leases',
@@ -38,7 +46,7 @@ const JobRecoverExpired = defineStatement(
         last_error_stack = NULL
     FROM expired
     WHERE j.id = expired.id
-      AND j.status = 'running'
+      AND j.status::text = 'running'
       AND j.lease_expires_at <= now()
     RETURNING j.id, j.status, j.queue_name, j.attempt_count, expired.lease_owner, expired.lease_token,
               j.claimed_at, j.lease_extensions, j.last_error_code, j.last_error_message,
@@ -53,9 +61,14 @@ const JobRecoverExpired = defineStatement(
     SELECT id, queue_name, 'lease_expired', status::text, attempt_count, lease_owner, lease_token, claimed_at,
            lease_extensions, last_error_code, last_error_message, delay_ms
     FROM moved
+  ),
+  woken AS (
+    SELECT pg_notify($4, queue_name)
+    FROM (SELECT DISTINCT queue_name FROM moved WHERE status = 'pending') AS retried_queues
   )
   SELECT count(*) FILTER (WHERE status = 'pending')::int AS retried,
-         count(*) FILTER (WHERE status = 'dead')::int AS dead
+         count(*) FILTER (WHERE status = 'dead')::int AS dead,
+         (SELECT count(*) FROM woken)::int AS woken
   FROM moved`,
 );
 
@@ -69,6 +82,7 @@ export async function recoverExpiredLeases(
     params.limit,
     params.baseMs,
     params.maxMs,
+    wakeupChannel(schema),
   ]);
   return { retried: rows[0]?.retried ?? 0, dead: rows[0]?.dead ?? 0 };
 }
