@@ -76,6 +76,10 @@ export async function runEffect<T>(host: EffectHost, name: string, spec: EffectS
   } else if (!state.recorded) {
     throw new Error(`leasehold: effect "${name}" of job ${host.lease.jobId} is in an unexpected state`);
   }
+  // Checked again after the round trips above: a process frozen while they were in flight (a
+  // SIGSTOP, a long GC pause) may resume after its successor took the job; the monotonic deadline
+  // tells at once, without another round trip, that performing now could duplicate the effect.
+  if (!host.holdsLease) throw lost(`effect "${name}" was not performed`);
   const result = await spec.perform(key);
   return record(host, name, result, lost);
 }
