@@ -64,17 +64,18 @@ async function explain(lh) {
   try {
     await client.query('BEGIN');
     const claim = await client.query(
-      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE ${claimName}('scale', 'explain', ${BATCH}, 60000)`,
+      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE ${claimName}('scale', 'explain', ${BATCH}, 60000, 12345, '-infinity')`,
     );
     const { rows } = await client.query(
-      `SELECT array_agg(id) AS ids, array_agg(lease_token) AS tokens FROM ${SCHEMA}.jobs WHERE lease_owner = 'explain'`,
+      `SELECT array_agg(id) AS ids, array_agg(lease_token) AS tokens, array_agg(lease_claim_id) AS claims FROM ${SCHEMA}.jobs WHERE lease_owner = 'explain'`,
     );
     const ids = `ARRAY[${rows[0].ids.join(',')}]::bigint[]`;
     const tokens = `ARRAY[${rows[0].tokens.join(',')}]::bigint[]`;
+    const claims = `ARRAY[${rows[0].claims.join(',')}]::bigint[]`;
     const owners = `array_fill('explain'::text, ARRAY[${rows[0].ids.length}])`;
     const queues = `array_fill('scale'::text, ARRAY[${rows[0].ids.length}])`;
     const complete = await client.query(
-      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE ${completeName}(${ids}, ${tokens}, ${owners}, ${queues}, '${SCHEMA}_wakeup')`,
+      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE ${completeName}(${ids}, ${tokens}, ${claims}, ${owners}, ${queues}, '${SCHEMA}_wakeup')`,
     );
     await client.query('ROLLBACK');
     return {
