@@ -123,7 +123,8 @@ function settingsFlags(settings: Record<string, string> | undefined): string[] {
   return Object.entries(settings).flatMap(([key, value]) => ['-c', `${key}=${value}`]);
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 right now (the OS picks it; a race with another process is possible). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
