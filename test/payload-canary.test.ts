@@ -13,7 +13,14 @@ import {
 } from '../src/index.js';
 import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../src/runtime/error-details.js';
 import { runCliInProcess } from './support/cli-inprocess.js';
-import { databaseUrl, expireLease, migratedClient, testPool, waitFor } from './support/db.js';
+import {
+  databaseUrl,
+  directDatabaseUrl,
+  expireLease,
+  migratedClient,
+  testPool,
+  waitFor,
+} from './support/db.js';
 import { rejection, runs } from './support/hostile.js';
 import { installRecordingTracer, type SpanRecord } from './support/otel-recorder.js';
 import { started } from './support/worker.js';
@@ -68,7 +75,7 @@ describe('a canary secret in payloads', () => {
       [CANARY]: [CANARY, { note: `for ${CANARY}` }],
     });
 
-    const listener = new pg.Client({ connectionString: databaseUrl() });
+    const listener = new pg.Client({ connectionString: directDatabaseUrl() }); // LISTEN needs a session
     await listener.connect();
     const notifications: unknown[] = [];
     listener.on('notification', (n) => notifications.push({ channel: n.channel, payload: n.payload }));

@@ -1,6 +1,14 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { countByStatus, databaseUrl, expireLease, migratedClient, testPool, waitFor } from './support/db.js';
+import {
+  countByStatus,
+  directDatabaseUrl,
+  expireLease,
+  listenOptions,
+  migratedClient,
+  testPool,
+  waitFor,
+} from './support/db.js';
 import { started } from './support/worker.js';
 
 interface PlanNode {
@@ -16,8 +24,14 @@ function planNodes(node: PlanNode): PlanNode[] {
 
 describe('recovery sweep at scale', () => {
   it('a sweep over thousands of leases that the statistics still count as live looks each job up once', async () => {
-    // One connection, so the statement the client prepares is the one EXPLAIN can execute.
-    const lh = await migratedClient({ poolSize: 1, backoff: { baseMs: 0, maxMs: 0 } });
+    // One direct connection with prepared statements (even when the suite runs behind a pooler),
+    // so the statement the client prepares is the one EXPLAIN can execute.
+    const lh = await migratedClient({
+      connectionString: directDatabaseUrl(),
+      preparedStatements: true,
+      poolSize: 1,
+      backoff: { baseMs: 0, maxMs: 0 },
+    });
     const pool = testPool();
     const jobs = 3000;
     await lh.enqueueMany(
@@ -63,7 +77,7 @@ describe('recovery sweep at scale', () => {
 
 describe('recovery sweep wake-ups', () => {
   it('the sweep wakes an idle listening worker that never polls and never sweeps itself', async () => {
-    const lh = await migratedClient({ backoff: { baseMs: 0, maxMs: 0 } });
+    const lh = await migratedClient({ ...listenOptions(), backoff: { baseMs: 0, maxMs: 0 } });
     const pool = testPool();
     await lh.enqueue('orphaned', { n: 1 });
     const [lost] = await lh.claim({ queue: 'orphaned', owner: 'crashed', leaseMs: 60_000 });
@@ -102,7 +116,7 @@ describe('recovery sweep wake-ups', () => {
     await pool.query(
       `UPDATE "${lh.schema}".jobs SET lease_expires_at = now() - interval '1 second' WHERE status = 'running'`,
     );
-    const listener = new pg.Client({ connectionString: databaseUrl() });
+    const listener = new pg.Client({ connectionString: directDatabaseUrl() }); // LISTEN needs a session
     await listener.connect();
     try {
       const received: string[] = [];

@@ -13,7 +13,7 @@ import { loadMigrations } from '../src/migrations/migrator.js';
 import { buildPrivateCli } from './support/cli-build.js';
 import {
   countByStatus,
-  databaseUrl,
+  directDatabaseUrl,
   expireLease,
   migratedClient,
   testPool,
@@ -108,7 +108,7 @@ describe('database roles', () => {
     const owner = await migratedClient();
     const producer = await clientAs(['leasehold_producer'], owner.schema);
     const pool = testPool(1);
-    const listener = new pg.Client({ connectionString: databaseUrl() });
+    const listener = new pg.Client({ connectionString: directDatabaseUrl() });
     await listener.connect();
     const heard: string[] = [];
     try {

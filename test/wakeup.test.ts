@@ -52,9 +52,9 @@ describe('coalesced wake-ups', () => {
   });
 
   it('concurrent enqueueMany batches are announced the same way: fewer notifications, every job run by an idle worker', async () => {
-    const lh = await migratedClient();
+    const lh = await migratedClient(listenOptions());
     const pool = testPool();
-    const listener = new pg.Client({ connectionString: databaseUrl() });
+    const listener = new pg.Client({ connectionString: directDatabaseUrl() }); // LISTEN needs a session
     await listener.connect();
     const worker = lh.worker({
       queues: { batches: { concurrency: 8, handler: async () => {} } },

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll } from 'vitest';
 import { Leasehold, type LeaseholdOptions } from '../../src/index.js';
-import { databaseUrl } from './db.js';
+import { directDatabaseUrl } from './db.js';
 
 /** The group roles migration 006 creates: a contract, shared by every schema on the server. */
 export type GroupRole = 'leasehold_producer' | 'leasehold_worker' | 'leasehold_admin';
@@ -20,7 +20,7 @@ const clients: Leasehold[] = [];
 /** Runs `use` on a superuser connection to the test server. */
 export async function asSuperuser<T>(
   use: (client: pg.Client) => Promise<T>,
-  url = databaseUrl(),
+  url = directDatabaseUrl(),
 ): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -55,7 +55,9 @@ export async function createLogin(groups: GroupRole[], { createSchemas = false }
       await client.query(`GRANT CREATE ON DATABASE "${await currentDatabase(client)}" TO ${name}`);
   });
   logins.push(name);
-  return { name, url: urlFor(databaseUrl(), name, password) };
+  // Direct, not through a test pooler: roles are the server's, and a pooler's own authentication
+  // (its userlist) is outside what these tests are about.
+  return { name, url: urlFor(directDatabaseUrl(), name, password) };
 }
 
 /** A Leasehold client on `schema`, connected as a new login granted `groups`; closed after the file. */
@@ -65,7 +67,10 @@ export async function clientAs(
   options: Omit<LeaseholdOptions, 'schema' | 'connectionString' | 'pool'> = {},
 ): Promise<Leasehold> {
   const login = await createLogin(groups);
-  return track(new Leasehold({ poolSize: 4, ...options, connectionString: login.url, schema }));
+  // The login connects to the server directly (see createLogin): a session of its own, so it may
+  // prepare statements and LISTEN whatever LEASEHOLD_POOLER says about the suite's pooled URL.
+  const direct = { listen: true, preparedStatements: true };
+  return track(new Leasehold({ poolSize: 4, ...direct, ...options, connectionString: login.url, schema }));
 }
 
 /** Closes `lh` after the file, before its login role is dropped. */
