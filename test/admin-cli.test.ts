@@ -1,50 +1,9 @@
-import { Command, CommanderError } from 'commander';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { adminCommands } from '../src/cli/admin-commands.js';
-import { CliError, describeError } from '../src/cli/errors.js';
-import { Interrupt } from '../src/cli/interrupt.js';
+import { runCliInProcess } from './support/cli-inprocess.js';
 import { databaseUrl, migratedClient } from './support/db.js';
 
-/**
- * Runs `leasehold <args>` in this process, through the same commands the binary registers, and
- * reports what the binary would: its exit code and what it wrote. Errors are reported the way
- * src/cli/main.ts reports them (one line, `leasehold: ...`).
- */
-async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const interrupt = new Interrupt();
-  const program = new Command('leasehold');
-  for (const command of adminCommands(interrupt)) program.addCommand(command);
-  const quiet = (command: Command) => {
-    command.exitOverride();
-    command.configureOutput({
-      writeOut: (s) => {
-        stdout += s;
-      },
-      writeErr: (s) => {
-        stderr += s;
-      },
-    });
-    for (const sub of command.commands) quiet(sub);
-  };
-  quiet(program);
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    stdout += String(chunk);
-    return true;
-  });
-  try {
-    await program.parseAsync(['node', 'leasehold', ...args]);
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    if (err instanceof CommanderError) return { code: err.exitCode, stdout, stderr };
-    stderr += `leasehold: ${describeError(err)}\n`;
-    return { code: err instanceof CliError ? err.exitCode : 1, stdout, stderr };
-  } finally {
-    out.mockRestore();
-    interrupt.dispose();
-  }
-}
+// Commands run in this process, as the binary would run them (see support/cli-inprocess.ts).
+const cli = runCliInProcess;
 
 afterEach(() => vi.restoreAllMocks());
 

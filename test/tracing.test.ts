@@ -1,8 +1,8 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import * as otel from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedClient, testPool, waitFor } from './support/db.js';
+import { AlsContextManager } from './support/otel-recorder.js';
 import { started } from './support/worker.js';
 
 interface Recorded {
@@ -89,31 +89,6 @@ const tracer: otel.Tracer = {
     return otel.context.with(otel.trace.setSpan(otel.context.active(), span), () => fn(span));
   },
 } as otel.Tracer;
-
-class AlsContextManager implements otel.ContextManager {
-  readonly #storage = new AsyncLocalStorage<otel.Context>();
-  active(): otel.Context {
-    return this.#storage.getStore() ?? otel.ROOT_CONTEXT;
-  }
-  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
-    context: otel.Context,
-    fn: F,
-    thisArg?: ThisParameterType<F>,
-    ...args: A
-  ): ReturnType<F> {
-    return this.#storage.run(context, () => fn.call(thisArg, ...args));
-  }
-  bind<T>(_context: otel.Context, target: T): T {
-    return target;
-  }
-  enable(): this {
-    return this;
-  }
-  disable(): this {
-    this.#storage.disable();
-    return this;
-  }
-}
 
 beforeAll(() => {
   otel.context.setGlobalContextManager(new AlsContextManager());

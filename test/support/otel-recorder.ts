@@ -58,7 +58,8 @@ class RecordingSpan implements otel.Span {
   }
 }
 
-class AlsContextManager implements otel.ContextManager {
+/** A context manager on AsyncLocalStorage: what the real SDK installs, minus the SDK. */
+export class AlsContextManager implements otel.ContextManager {
   readonly #storage = new AsyncLocalStorage<otel.Context>();
   active(): otel.Context {
     return this.#storage.getStore() ?? otel.ROOT_CONTEXT;
