@@ -1,7 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPrivateCli } from './support/cli-build.js';
+import { freePort } from '../src/embedded.js';
+import { buildPrivateCli, type CliProcessResult, startBuiltCli } from './support/cli-build.js';
 import { databaseUrl, migratedClient, testPool, waitFor } from './support/db.js';
 
 // The CLI runs from a private build (see support/cli-build.ts).
@@ -20,43 +20,14 @@ afterAll(() => {
   removeBuild();
 });
 
-interface Finished {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+type Finished = CliProcessResult;
 
-function startCli(args: string[]): { child: ChildProcess; stderr: () => string; exited: Promise<Finished> } {
-  const { DATABASE_URL: _ignored, ...env } = process.env;
-  const child = spawn(process.execPath, [bin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
-  const exited = new Promise<Finished>((resolve) => {
-    child.on('close', (code) => {
-      children.delete(child);
-      resolve({ code, stdout, stderr });
-    });
-  });
-  return { child, stderr: () => stderr, exited };
+function startCli(args: string[]) {
+  return startBuiltCli(bin, args, children);
 }
 
 function runCli(args: string[]): Promise<Finished> {
   return startCli(args).exited;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 describe('leasehold check', () => {

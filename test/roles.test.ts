@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -10,7 +10,7 @@ import {
   startEmbeddedPostgres,
 } from '../src/index.js';
 import { loadMigrations } from '../src/migrations/migrator.js';
-import { buildPrivateCli } from './support/cli-build.js';
+import { buildPrivateCli, startBuiltCli } from './support/cli-build.js';
 import {
   countByStatus,
   directDatabaseUrl,
@@ -517,24 +517,8 @@ describe('the admin role', () => {
     removeBuild();
   });
 
-  function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    const { DATABASE_URL: _ignored, ...env } = process.env;
-    const child = spawn(process.execPath, [bin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    children.add(child);
-    let stdout = '';
-    let stderr = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString('utf8');
-    });
-    child.stderr?.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString('utf8');
-    });
-    return new Promise((resolve) => {
-      child.on('close', (code) => {
-        children.delete(child);
-        resolve({ code, stdout, stderr });
-      });
-    });
+  function runCli(args: string[]) {
+    return startBuiltCli(bin, args, children).exited;
   }
 
   it('runs the CLI under leasehold_admin: dead list, replay, cancel, pause, resume, queues, prune and check', async () => {

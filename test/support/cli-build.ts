@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, cpSync, mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -36,4 +36,40 @@ export async function buildPrivateCli(
     bin: `${buildDir}/dist/cli/main.js`,
     remove: () => rmSync(buildDir, { recursive: true, force: true }),
   };
+}
+
+/** What a run of the built CLI printed, and how it exited. */
+export interface CliProcessResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Starts the built CLI at `bin` with `args` (without DATABASE_URL, so only flags choose the server),
+ * tracked in `children` until it exits so a file can kill what is left at its end.
+ */
+export function startBuiltCli(
+  bin: string,
+  args: string[],
+  children: Set<ChildProcess>,
+): { child: ChildProcess; stderr: () => string; exited: Promise<CliProcessResult> } {
+  const { DATABASE_URL: _ignored, ...env } = process.env;
+  const child = spawn(process.execPath, [bin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  const exited = new Promise<CliProcessResult>((resolve) => {
+    child.on('close', (code) => {
+      children.delete(child);
+      resolve({ code, stdout, stderr });
+    });
+  });
+  return { child, stderr: () => stderr, exited };
 }
