@@ -56,7 +56,6 @@ export interface MigrateResult {
 export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateResult> {
   const migrations = loadMigrations();
   const latest = migrations.at(-1)?.version ?? 0;
-  const s = quoteIdent(schema);
   let current: number;
   try {
     current = await schemaVersion(pool, schema);
@@ -79,44 +78,77 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
   };
   client.on('notice', onNotice);
   try {
-    await client.query('BEGIN');
-    // Taken before CREATE SCHEMA: concurrent "IF NOT EXISTS" creations can otherwise collide.
-    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ADVISORY_LOCK_CLASS, schema]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-    await client.query(`SET LOCAL search_path TO ${s}`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${s}.migrations (
-         version integer PRIMARY KEY,
-         name text NOT NULL,
-         applied_at timestamptz NOT NULL DEFAULT now()
-       )`,
-    );
-    const { rows } = await client.query<{ version: number }>(
-      `SELECT coalesce(max(version), 0) AS version FROM ${s}.migrations`,
-    );
-    const locked = rows[0]?.version ?? 0;
-    if (locked > latest) throw newerSchema(schema, locked, latest);
-    const applied: number[] = [];
-    for (const migration of migrations) {
-      if (migration.version <= locked) continue;
-      await client.query(migration.sql);
-      await client.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, $2)`, [
-        migration.version,
-        migration.name,
-      ]);
-      applied.push(migration.version);
+    for (let attempt = 1; ; attempt++) {
+      notices.length = 0; // a rolled-back attempt's notices do not count
+      try {
+        return await applyPending(client, schema, migrations, latest, notices);
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        if (err instanceof SchemaVersionError) throw err;
+        if (attempt < MAX_ATTEMPTS && isCreationRace(err)) continue;
+        throw toDatabaseError(err, 'migrate');
+      }
     }
-    await client.query('COMMIT');
-    return { applied, version: Math.max(locked, latest), notices };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    if (err instanceof SchemaVersionError) throw err;
-    throw toDatabaseError(err, 'migrate');
   } finally {
     client.off('notice', onNotice);
     unguard();
     client.release();
   }
+}
+
+/**
+ * One migration transaction, serialised with other migrators by an advisory lock. Even so, a
+ * migrator that waited for the lock can see its "CREATE SCHEMA IF NOT EXISTS" collide with the
+ * schema the winner just committed (seen behind PgBouncer in most rounds of six concurrent
+ * migrators): the waiter's view of the catalog was taken before the winner committed. The caller
+ * rolls back and retries such a collision in a fresh transaction, which sees the winner's work.
+ */
+async function applyPending(
+  client: pg.PoolClient,
+  schema: string,
+  migrations: Migration[],
+  latest: number,
+  notices: string[],
+): Promise<MigrateResult> {
+  const s = quoteIdent(schema);
+  await client.query('BEGIN');
+  await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ADVISORY_LOCK_CLASS, schema]);
+  await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+  await client.query(`SET LOCAL search_path TO ${s}`);
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS ${s}.migrations (
+       version integer PRIMARY KEY,
+       name text NOT NULL,
+       applied_at timestamptz NOT NULL DEFAULT now()
+     )`,
+  );
+  const { rows } = await client.query<{ version: number }>(
+    `SELECT coalesce(max(version), 0) AS version FROM ${s}.migrations`,
+  );
+  const locked = rows[0]?.version ?? 0;
+  if (locked > latest) throw newerSchema(schema, locked, latest);
+  const applied: number[] = [];
+  for (const migration of migrations) {
+    if (migration.version <= locked) continue;
+    await client.query(migration.sql);
+    await client.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, $2)`, [
+      migration.version,
+      migration.name,
+    ]);
+    applied.push(migration.version);
+  }
+  await client.query('COMMIT');
+  return { applied, version: Math.max(locked, latest), notices };
+}
+
+// unique_violation, duplicate_schema, duplicate_table, duplicate_object: what a stale catalog
+// cache makes "IF NOT EXISTS" raise when another migrator created the object first.
+const CREATION_RACE_CODES = new Set(['23505', '42P06', '42P07', '42710']);
+const MAX_ATTEMPTS = 3;
+
+function isCreationRace(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && CREATION_RACE_CODES.has(code);
 }
 
 function newerSchema(schema: string, current: number, latest: number): SchemaVersionError {
