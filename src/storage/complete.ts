@@ -7,7 +7,7 @@ import {
   FENCE_INPUT_COLUMNS,
   type FenceRef,
   fenceArrays,
-  LEASE_FENCE,
+  fencedCte,
   refusalCountingCte,
 } from './refusals.js';
 
@@ -30,10 +30,10 @@ const JobCompleteMany = defineStatement(
   WITH input AS (
     SELECT * FROM unnest(${FENCE_INPUT_ARRAYS}) AS t(${FENCE_INPUT_COLUMNS})
   ),
+  ${fencedCte(s)},
   changed AS (
     DELETE FROM ${s}.jobs AS j
-    USING input
-    WHERE ${LEASE_FENCE}
+    WHERE j.id = ANY (ARRAY(SELECT id FROM fenced))
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
               j.lease_token, j.created_at, j.claimed_at, j.lease_extensions,
               j.ordering_key, j.concurrency_key, j.holds_key_slot

@@ -5,7 +5,7 @@ import {
   FENCE_INPUT_COLUMNS,
   type FenceRef,
   fenceArrays,
-  LEASE_FENCE,
+  fencedCte,
   refusalCountingCte,
 } from './refusals.js';
 
@@ -37,6 +37,7 @@ const JobFailMany = defineStatement(
            retryable, delay_ms, base_ms, max_ms,
            attempt_budget, error_code, error_class, error_message, error_stack)
   ),
+  ${fencedCte(s)},
   changed AS (
     UPDATE ${s}.jobs AS j
     SET status = CASE WHEN ${RETRY} THEN 'pending'::${s}.job_status ELSE 'dead'::${s}.job_status END,
@@ -50,8 +51,8 @@ const JobFailMany = defineStatement(
         last_error_class = input.error_class,
         last_error_message = input.error_message,
         last_error_stack = input.error_stack
-    FROM input
-    WHERE ${LEASE_FENCE}
+    FROM fenced AS input -- the fenced rows, with the columns of their input
+    WHERE j.id = input.id
     RETURNING j.id, j.status, j.queue_name, j.attempt_count, input.owner, input.token, j.claimed_at,
               j.lease_extensions, input.error_code, input.error_class, input.error_message,
               CASE WHEN j.status = 'pending'
@@ -85,6 +86,7 @@ const JobSnoozeMany = defineStatement(
     FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[], $7::text[])
       AS t(${FENCE_INPUT_COLUMNS}, delay_ms, hand_back)
   ),
+  ${fencedCte(s)},
   changed AS (
     UPDATE ${s}.jobs AS j
     SET status = 'pending',
@@ -92,8 +94,8 @@ const JobSnoozeMany = defineStatement(
         available_at = now() + input.delay_ms * interval '1 millisecond',
         lease_owner = NULL,
         lease_expires_at = NULL
-    FROM input
-    WHERE ${LEASE_FENCE}
+    FROM fenced AS input -- the fenced rows, with the columns of their input
+    WHERE j.id = input.id
     RETURNING j.id, j.queue_name, j.attempt_count + 1 AS attempt, input.owner, input.token, j.claimed_at,
               j.lease_extensions, input.delay_ms, input.hand_back, j.concurrency_key, j.holds_key_slot
   ),

@@ -4,7 +4,7 @@ import {
   FENCE_INPUT_COLUMNS,
   type FenceRef,
   fenceArrays,
-  LEASE_FENCE,
+  fencedCte,
   refusalCountingCte,
 } from './refusals.js';
 
@@ -23,12 +23,13 @@ const JobExtendLeaseMany = defineStatement(
     FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[])
       AS t(${FENCE_INPUT_COLUMNS}, lease_ms)
   ),
+  ${fencedCte(s)},
   changed AS (
     UPDATE ${s}.jobs AS j
     SET lease_expires_at = now() + input.lease_ms * interval '1 millisecond',
         lease_extensions = j.lease_extensions + 1
-    FROM input
-    WHERE ${LEASE_FENCE}
+    FROM fenced AS input -- the fenced rows, with the columns of their input
+    WHERE j.id = input.id
     RETURNING j.id, j.lease_expires_at
   ),
   ${refusalCountingCte(s, 'heartbeat')}

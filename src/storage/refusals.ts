@@ -50,6 +50,30 @@ export const LEASE_FENCE = `j.id = input.id
     AND j.lease_claim_id = input.claim_id
     AND j.lease_expires_at > now()`;
 
+/**
+ * The `fenced` CTE of a batched fenced statement: the jobs of `input` whose lease is still the
+ * presented one, each locked FOR UPDATE, with every `input` column. The statement then changes
+ * exactly these rows by primary key.
+ * Why a LATERAL probe per input row rather than a join of input and jobs on the fence: joined, the
+ * planner costs the fence from the statistics of jobs, and statistics analysed while every job was
+ * pending promise about one running job. It then drove the join from jobs and rescanned the batch
+ * for every row (70 ms for 500 completions instead of 4). The row lock keeps the LATERAL subquery
+ * from being flattened into a join, so the batch always drives one primary-key probe per lease.
+ * Locking here, in READ COMMITTED, re-checks the fence on the newest version of a row a concurrent
+ * transaction changed, and holds the row until commit, so the write that follows needs no fence.
+ */
+export function fencedCte(s: string): string {
+  return `fenced AS (
+    SELECT input.*
+    FROM input
+    CROSS JOIN LATERAL (
+      SELECT j.id FROM ${s}.jobs AS j
+      WHERE ${LEASE_FENCE}
+      FOR UPDATE OF j
+    ) AS current_lease
+  )`;
+}
+
 /** A lease reference as the fenced statements take it. */
 export interface FenceRef {
   jobId: string;
