@@ -23,7 +23,11 @@ describe('fenced batch writes at scale', () => {
   it('a batch of 500 completions looks each job up once, even with statistics that count no running job', async () => {
     // One direct connection with prepared statements (even when the suite runs behind a pooler),
     // so the statement the client prepares is the one EXPLAIN can execute.
-    const lh = await migratedClient({ connectionString: directDatabaseUrl(), preparedStatements: true, poolSize: 1 });
+    const lh = await migratedClient({
+      connectionString: directDatabaseUrl(),
+      preparedStatements: true,
+      poolSize: 1,
+    });
     const pool = testPool();
     const jobs = 5000;
     for (let i = 0; i < jobs; i += 1000) {
