@@ -1,4 +1,4 @@
-import { byPreference, type ClaimedRow, claimJobs } from '../storage/claim.js';
+import { type ClaimedRow, claimJobs } from '../storage/claim.js';
 import { claimJobsLimited } from '../storage/claim-limited.js';
 import type { Queryable } from '../storage/db.js';
 import { readClaimSettings } from '../storage/queues.js';
@@ -12,8 +12,10 @@ const SETTINGS_TTL_MS = 5000;
  * per-key concurrency limit, from a cached read of the queue's settings. A stale cache cannot break
  * the limit: the plain claim yields nothing for a limited queue, and an empty plain claim re-reads
  * the settings at once (so plain queues pay one primary-key read per empty claim, none per full one).
- * Plain claims start at the queue's ClaimFloor; a floored claim that comes back short is completed
- * from the front of the index by a second statement (only when the queue is nearly drained).
+ * Plain claims start at the queue's ClaimFloor. A floored claim that comes back short returns what
+ * it found, and the next claim starts at the front of the index (`frontClaimDue` tells the worker
+ * to make it at once); one that finds nothing looks below the floor in a second statement, since
+ * an empty claim would send the worker idle.
  */
 export class ClaimRouter {
   readonly #limits = new Map<string, { limit: number | null; aging: boolean; readAt: number }>();
@@ -57,15 +59,19 @@ export class ClaimRouter {
     }
     const floor = floors.next();
     const rows = await claimJobs(this.db, this.schema, { ...params, floor });
-    floors.claimed(floor, rows);
-    if (floor === null || rows.length === params.limit) return rows;
-    const older = await claimJobs(this.db, this.schema, {
-      ...params,
-      limit: params.limit - rows.length,
-      floor: null,
-    });
-    floors.claimed(null, [...rows, ...older]);
-    return older.length === 0 ? rows : [...rows, ...older].sort(byPreference);
+    floors.claimed(floor, rows, params.limit);
+    if (floor === null || rows.length > 0) return rows;
+    const older = await claimJobs(this.db, this.schema, { ...params, floor: null });
+    floors.claimed(null, older, params.limit);
+    return older;
+  }
+
+  /**
+   * True when the queue's last claim started at a floor and came back short: jobs may wait below
+   * the floor, and the next claim, which starts at the front, should be made now.
+   */
+  frontClaimDue(queue: string): boolean {
+    return this.#floors.get(queue)?.frontDue() ?? false;
   }
 
   /** Forgets a queue's cached settings (after this process changed them). */

@@ -11,6 +11,8 @@ export interface QueueRunnerHost {
   readonly claimBatchSize: number;
   /** Claims up to `limit` jobs of the runner's queue. */
   claim(config: ResolvedQueue, limit: number): Promise<ClaimedRow[]>;
+  /** True when the queue's last claim came back short from a floor: claim again (from the front) now. */
+  frontClaimDue(queue: string): boolean;
   /** Starts a handler for a claimed job; the runner's accounting is already updated. */
   start(runner: QueueRunner, row: ClaimedRow, claimSentAt: number): void;
   /** Returns a claimed job that never started: pending again at once, attempt refunded. */
@@ -134,8 +136,10 @@ export class QueueRunner {
       for (const row of rows) this.buffer.push({ row, claimSentAt: sentAt });
       this.pool?.release(this, limit);
       this.startBuffered();
-      // A full batch suggests more is waiting; a short one means the queue is drained for now.
-      if (rows.length === limit) this.wanted = true;
+      // A full batch suggests more is waiting; a short one means the queue is drained for now,
+      // unless the claim started at a floor and jobs may wait below it (see claim-floor.ts).
+      if (rows.length === limit || (rows.length > 0 && this.host.frontClaimDue(this.config.name)))
+        this.wanted = true;
       else this.pool?.slotFreed(this);
     }
   }

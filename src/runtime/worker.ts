@@ -298,6 +298,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         }
         return rows;
       },
+      frontClaimDue: (queue) => this.#claims.frontClaimDue(queue),
       start: (runner, row, claimSentAt) => this.#start(runner, row, claimSentAt),
       handBack: (config, row) => this.#handBack(config, row),
       reportError: (err) => this.#reportError(err),
