@@ -306,7 +306,7 @@ export class Leasehold {
       claimId: row.lease_claim_id,
       attempt: row.attempt_count,
       maxAttempts: row.max_attempts,
-      expiresAt: row.lease_expires_at,
+      expiresAt: new Date(row.lease_expires_ms),
     }));
   }
 

@@ -65,6 +65,12 @@ describe('claim', () => {
     );
     expect(rows[0]).toEqual({ ok: true, fenced: true });
     expect(leases.every((l) => l.attempt === 1 && l.token === '1' && l.owner === 'w')).toBe(true);
+    // Each lease carries its expiry exactly as the database stored it (to the millisecond).
+    for (const lease of leases) {
+      const stored = await lh.getJob(lease.jobId);
+      expect(lease.expiresAt).toBeInstanceOf(Date);
+      expect(lease.expiresAt.getTime()).toBe(stored?.leaseExpiresAt?.getTime());
+    }
   });
 
   it('does not claim a delayed job before its time', async () => {

@@ -59,7 +59,7 @@ export class ClaimFloor {
    */
   claimed(
     floor: Date | null,
-    rows: readonly { available_at: Date }[],
+    rows: readonly { available_ms: number }[],
     limit: number,
     nowMs: number = performance.now(),
   ): void {
@@ -76,7 +76,7 @@ export class ClaimFloor {
       return;
     }
     let oldest = Number.POSITIVE_INFINITY;
-    for (const row of rows) oldest = Math.min(oldest, row.available_at.getTime());
+    for (const row of rows) oldest = Math.min(oldest, row.available_ms);
     this.#floor = new Date(oldest - this.settings.lagMs);
   }
 }

@@ -287,9 +287,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         this.counters.claimed += rows.length;
         if (this.listenerCount('claimed') > 0) {
           // Both times are the database's: the claim began the lease leaseMs before its expiry.
-          const waitMs = rows.map(
-            (row) => row.lease_expires_at.getTime() - config.leaseMs - row.available_at.getTime(),
-          );
+          const waitMs = rows.map((row) => row.lease_expires_ms - config.leaseMs - row.available_ms);
           this.emit('claimed', config.name, {
             jobs: rows.length,
             durationMs: performance.now() - sentAt,
@@ -331,7 +329,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         claimId: row.lease_claim_id,
         attempt: row.attempt_count,
         maxAttempts: row.max_attempts,
-        expiresAt: row.lease_expires_at,
+        expiresAt: new Date(row.lease_expires_ms),
       },
       `${this.#lh.schema}:${row.id}`,
       claimSentAt,

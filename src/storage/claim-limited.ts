@@ -1,4 +1,4 @@
-import { byPreference, type ClaimedRow, newClaimId } from './claim.js';
+import { byPreference, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
 import { defineStatement, type Queryable, run } from './db.js';
 
 /**
@@ -85,8 +85,8 @@ const JobClaimManyLimited = defineStatement(
       holds_key_slot = chosen.counted
   FROM chosen
   WHERE j.id = chosen.id
-  RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.lease_expires_at,
-            j.priority, j.available_at`,
+  RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.priority,
+            ${CLAIMED_TIMES}`,
 );
 
 /** Claims like `claimJobs`, within the queue's per-key concurrency limit. */
