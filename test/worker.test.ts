@@ -85,8 +85,10 @@ describe('worker', () => {
     });
     await started(worker);
     // Three handlers wait on the gate; the buffer fills with leased jobs that have not started.
-    await waitFor(async () => (await countByStatus(pool, lh.schema)).running === 43, {
-      what: '43 leases held',
+    // (The claim is visible in the table a moment before the worker has read its answer and
+    // started the handlers: wait for both.)
+    await waitFor(async () => inFlight === 3 && (await countByStatus(pool, lh.schema)).running === 43, {
+      what: '43 leases held and three handlers started',
     });
     expect(maxInFlight).toBe(3);
     const stopping = worker.stop();
