@@ -11,6 +11,12 @@ export type OutcomeResult = 'completed' | 'retry' | 'dead' | 'snoozed' | 'lost';
 interface Pending<T> {
   ref: T;
   resolve: (result: OutcomeResult) => void;
+  /**
+   * Answered (resolved). Writes of one kind answered in a flush whose other kinds failed must not
+   * be resent. A flag, not a WeakSet: one WeakSet entry per job was a measurable garbage-collection
+   * cost of the hot path.
+   */
+  answered: boolean;
 }
 
 /**
@@ -85,7 +91,7 @@ export class OutcomeBatcher {
 
   #queue<T>(list: Pending<T>[], ref: T): Promise<OutcomeResult> {
     return new Promise((resolve) => {
-      list.push({ ref, resolve });
+      list.push({ ref, resolve, answered: false });
       this.#schedule();
     });
   }
@@ -116,9 +122,9 @@ export class OutcomeBatcher {
     try {
       if (this.#inDoubt.size > 0) {
         await this.#settleLanded([...completes, ...fails, ...snoozes]);
-        completes = completes.filter((p) => !answered.has(p));
-        fails = fails.filter((p) => !answered.has(p));
-        snoozes = snoozes.filter((p) => !answered.has(p));
+        completes = completes.filter((p) => !p.answered);
+        fails = fails.filter((p) => !p.answered);
+        snoozes = snoozes.filter((p) => !p.answered);
       }
       await Promise.all([
         completes.length > 0 ? this.#flushCompletes(completes) : undefined,
@@ -130,12 +136,12 @@ export class OutcomeBatcher {
       this.onError(err);
       // Whatever was not answered may have landed all the same.
       for (const p of [...completes, ...fails, ...snoozes] as Pending<FenceRef>[]) {
-        if (!answered.has(p)) this.#inDoubt.add(p);
+        if (!p.answered) this.#inDoubt.add(p);
       }
       // Put back what was not answered, then wait before trying again.
-      this.#completes.unshift(...completes.filter((p) => !answered.has(p)));
-      this.#fails.unshift(...fails.filter((p) => !answered.has(p)));
-      this.#snoozes.unshift(...snoozes.filter((p) => !answered.has(p)));
+      this.#completes.unshift(...completes.filter((p) => !p.answered));
+      this.#fails.unshift(...fails.filter((p) => !p.answered));
+      this.#snoozes.unshift(...snoozes.filter((p) => !p.answered));
       this.#failures++;
       const wait = Math.random() * Math.min(5000, 50 * 2 ** this.#failures);
       await new Promise((resolve) => setTimeout(resolve, wait));
@@ -192,10 +198,7 @@ export class OutcomeBatcher {
   }
 }
 
-// Writes of one kind that were answered in a flush whose other kinds failed must not be resent.
-const answered = new WeakSet<object>();
-
 function settle<T>(pending: Pending<T>, result: OutcomeResult): void {
-  answered.add(pending);
+  pending.answered = true;
   pending.resolve(result);
 }
