@@ -5,6 +5,10 @@ import pg from 'pg';
 import { Leasehold, startEmbeddedPostgres } from '../dist/index.js';
 
 const MINUTES = Number(process.argv[2] ?? 10);
+if (!Number.isFinite(MINUTES) || MINUTES <= 0 || MINUTES > 120) {
+  console.error('Usage: npm run bench:churn -- [minutes per run, default 10, at most 120]');
+  process.exit(process.argv[2] === '--help' ? 0 : 2);
+}
 const WINDOW_MS = 10_000;
 const BACKLOG = 20_000;
 const SCHEMA = 'leasehold_churn';
