@@ -61,11 +61,14 @@ export const LEASE_FENCE = `j.id = input.id
  * from being flattened into a join, so the batch always drives one primary-key probe per lease.
  * Locking here, in READ COMMITTED, re-checks the fence on the newest version of a row a concurrent
  * transaction changed, and holds the row until commit, so the write that follows needs no fence.
+ * Rows are locked in id order (the sorted subquery is kept apart by OFFSET 0, and the nested loop
+ * keeps its order), so two fenced statements over the same leases, say a heartbeat and the
+ * completion of the same jobs, wait for each other instead of deadlocking.
  */
 export function fencedCte(s: string): string {
   return `fenced AS (
     SELECT input.*
-    FROM input
+    FROM (SELECT * FROM input ORDER BY id OFFSET 0) AS input
     CROSS JOIN LATERAL (
       SELECT j.id FROM ${s}.jobs AS j
       WHERE ${LEASE_FENCE}
