@@ -2,19 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { completeJobs } from '../src/storage/complete.js';
 import { extendLeases } from '../src/storage/heartbeat.js';
 import { directDatabaseUrl, migratedClient, testPool } from './support/db.js';
-
-interface PlanNode {
-  'Node Type': string;
-  'Actual Rows'?: number;
-  'Rows Removed by Join Filter'?: number;
-  'Rows Removed by Filter'?: number;
-  'Relation Name'?: string;
-  Plans?: PlanNode[];
-}
-
-function planNodes(node: PlanNode): PlanNode[] {
-  return [node, ...(node.Plans ?? []).flatMap(planNodes)];
-}
+import { type PlanNode, planNodes } from './support/plans.js';
 
 const bigints = (values: readonly string[]) => {
   for (const value of values) expect(value).toMatch(/^-?\d+$/);

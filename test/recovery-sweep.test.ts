@@ -9,18 +9,8 @@ import {
   testPool,
   waitFor,
 } from './support/db.js';
+import { type PlanNode, planNodes } from './support/plans.js';
 import { started } from './support/worker.js';
-
-interface PlanNode {
-  'Node Type': string;
-  'Actual Rows': number;
-  'Rows Removed by Join Filter'?: number;
-  Plans?: PlanNode[];
-}
-
-function planNodes(node: PlanNode): PlanNode[] {
-  return [node, ...(node.Plans ?? []).flatMap(planNodes)];
-}
 
 describe('recovery sweep at scale', () => {
   it('a sweep over thousands of leases that the statistics still count as live looks each job up once', async () => {
