@@ -100,8 +100,9 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
  * One migration transaction, serialised with other migrators by an advisory lock. Even so, a
  * migrator that waited for the lock can see its "CREATE SCHEMA IF NOT EXISTS" collide with the
  * schema the winner just committed (seen behind PgBouncer in most rounds of six concurrent
- * migrators): the waiter's view of the catalog was taken before the winner committed. The caller
- * rolls back and retries such a collision in a fresh transaction, which sees the winner's work.
+ * migrators, never on direct connections; the likeliest cause is a view of the catalog taken before
+ * the winner committed). The caller rolls back and retries such a collision in a fresh transaction,
+ * which finds the winner's work under the lock.
  */
 async function applyPending(
   client: pg.PoolClient,
@@ -141,8 +142,9 @@ async function applyPending(
   return { applied, version: Math.max(locked, latest), notices };
 }
 
-// unique_violation, duplicate_schema, duplicate_table, duplicate_object: what a stale catalog
-// cache makes "IF NOT EXISTS" raise when another migrator created the object first.
+// unique_violation, duplicate_schema, duplicate_table, duplicate_object: what "IF NOT EXISTS" can
+// raise when another migrator created the object first. A genuine error with one of these codes
+// fails the same way on every attempt, and is reported after the last.
 const CREATION_RACE_CODES = new Set(['23505', '42P06', '42P07', '42710']);
 const MAX_ATTEMPTS = 3;
 
