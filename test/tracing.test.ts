@@ -1,104 +1,20 @@
-import { randomBytes } from 'node:crypto';
 import * as otel from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedClient, testPool, waitFor } from './support/db.js';
-import { AlsContextManager } from './support/otel-recorder.js';
+import { installRecordingTracer, type SpanRecord } from './support/otel-recorder.js';
 import { started } from './support/worker.js';
 
-interface Recorded {
-  name: string;
-  kind: otel.SpanKind;
-  traceId: string;
-  spanId: string;
-  parentSpanId: string | undefined;
-  attributes: otel.Attributes;
-  status: otel.SpanStatus;
-  ended: boolean;
-}
-
-// A minimal recording SDK for the test: an AsyncLocalStorage context manager and a tracer that
-// keeps every span in memory (the real SDK is not a dependency of Leasehold).
-const spans: Recorded[] = [];
-
-class RecordingSpan implements otel.Span {
-  constructor(
-    private readonly record: Recorded,
-    private readonly ctx: otel.SpanContext,
-  ) {}
-  spanContext(): otel.SpanContext {
-    return this.ctx;
-  }
-  setAttribute(key: string, value: otel.SpanAttributeValue): this {
-    this.record.attributes[key] = value;
-    return this;
-  }
-  setAttributes(attributes: otel.SpanAttributes): this {
-    Object.assign(this.record.attributes, attributes);
-    return this;
-  }
-  addEvent(): this {
-    return this;
-  }
-  addLink(): this {
-    return this;
-  }
-  addLinks(): this {
-    return this;
-  }
-  setStatus(status: otel.SpanStatus): this {
-    this.record.status = status;
-    return this;
-  }
-  updateName(name: string): this {
-    this.record.name = name;
-    return this;
-  }
-  end(): void {
-    this.record.ended = true;
-  }
-  isRecording(): boolean {
-    return !this.record.ended;
-  }
-  recordException(): void {}
-}
-
-const tracer: otel.Tracer = {
-  startSpan(name, options = {}, ctx = otel.context.active()) {
-    const parent = otel.trace.getSpanContext(ctx);
-    const spanContext = {
-      traceId: parent?.traceId ?? randomBytes(16).toString('hex'),
-      spanId: randomBytes(8).toString('hex'),
-      traceFlags: otel.TraceFlags.SAMPLED,
-    };
-    const record: Recorded = {
-      name,
-      kind: options.kind ?? otel.SpanKind.INTERNAL,
-      traceId: spanContext.traceId,
-      spanId: spanContext.spanId,
-      parentSpanId: parent?.spanId,
-      attributes: { ...options.attributes },
-      status: { code: otel.SpanStatusCode.UNSET },
-      ended: false,
-    };
-    spans.push(record);
-    return new RecordingSpan(record, spanContext);
-  },
-  startActiveSpan(name: string, ...rest: unknown[]) {
-    const fn = rest.at(-1) as (span: otel.Span) => unknown;
-    const span = this.startSpan(name);
-    return otel.context.with(otel.trace.setSpan(otel.context.active(), span), () => fn(span));
-  },
-} as otel.Tracer;
+// A minimal recording SDK (test/support/otel-recorder.ts): every span the library and the test
+// start is kept in memory.
+let spans: SpanRecord[] = [];
+let tracer: otel.Tracer;
+let uninstall: () => void;
 
 beforeAll(() => {
-  otel.context.setGlobalContextManager(new AlsContextManager());
-  otel.trace.setGlobalTracerProvider({ getTracer: () => tracer });
+  ({ spans, tracer, uninstall } = installRecordingTracer());
 });
 
-afterAll(() => {
-  otel.trace.disable();
-  otel.context.disable();
-});
+afterAll(() => uninstall());
 
 describe('OpenTelemetry spans', () => {
   it('carries the trace from enqueue to the handler: enqueue, claim and process spans, no payload', async () => {

@@ -5,6 +5,10 @@ import * as otel from '@opentelemetry/api';
 /** Everything a span was given: to check that none of it holds what it should not. */
 export interface SpanRecord {
   name: string;
+  kind: otel.SpanKind;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | undefined;
   attributes: otel.Attributes;
   status: otel.SpanStatus;
   events: unknown[];
@@ -59,7 +63,7 @@ class RecordingSpan implements otel.Span {
 }
 
 /** A context manager on AsyncLocalStorage: what the real SDK installs, minus the SDK. */
-export class AlsContextManager implements otel.ContextManager {
+class AlsContextManager implements otel.ContextManager {
   readonly #storage = new AsyncLocalStorage<otel.Context>();
   active(): otel.Context {
     return this.#storage.getStore() ?? otel.ROOT_CONTEXT;
@@ -84,25 +88,33 @@ export class AlsContextManager implements otel.ContextManager {
   }
 }
 
-/** Installs a global recording tracer; `uninstall` restores the no-op API. */
-export function installRecordingTracer(): { spans: SpanRecord[]; uninstall(): void } {
+/**
+ * Installs a global recording tracer (also returned, for spans of the test's own); `uninstall`
+ * restores the no-op API.
+ */
+export function installRecordingTracer(): { spans: SpanRecord[]; tracer: otel.Tracer; uninstall(): void } {
   const spans: SpanRecord[] = [];
   const tracer = {
     startSpan(name: string, options: otel.SpanOptions = {}, ctx = otel.context.active()) {
       const parent = otel.trace.getSpanContext(ctx);
+      const spanContext = {
+        traceId: parent?.traceId ?? randomBytes(16).toString('hex'),
+        spanId: randomBytes(8).toString('hex'),
+        traceFlags: otel.TraceFlags.SAMPLED,
+      };
       const record: SpanRecord = {
         name,
+        kind: options.kind ?? otel.SpanKind.INTERNAL,
+        traceId: spanContext.traceId,
+        spanId: spanContext.spanId,
+        parentSpanId: parent?.spanId,
         attributes: { ...options.attributes },
         status: { code: otel.SpanStatusCode.UNSET },
         events: [],
         ended: false,
       };
       spans.push(record);
-      return new RecordingSpan(record, {
-        traceId: parent?.traceId ?? randomBytes(16).toString('hex'),
-        spanId: randomBytes(8).toString('hex'),
-        traceFlags: otel.TraceFlags.SAMPLED,
-      });
+      return new RecordingSpan(record, spanContext);
     },
     startActiveSpan(name: string, ...rest: unknown[]) {
       const fn = rest.at(-1) as (span: otel.Span) => unknown;
@@ -114,6 +126,7 @@ export function installRecordingTracer(): { spans: SpanRecord[]; uninstall(): vo
   otel.trace.setGlobalTracerProvider({ getTracer: () => tracer });
   return {
     spans,
+    tracer,
     uninstall() {
       otel.trace.disable();
       otel.context.disable();
