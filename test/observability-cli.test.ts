@@ -1,29 +1,15 @@
-import type { ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../src/embedded.js';
-import { buildPrivateCli, type CliProcessResult, startBuiltCli } from './support/cli-build.js';
+import { type CliProcessResult, usePrivateCli } from './support/cli-build.js';
 import { databaseUrl, migratedClient, testPool, waitFor } from './support/db.js';
 
 // The CLI runs from a private build (see support/cli-build.ts).
-let bin = '';
-let removeBuild = () => {};
-const children = new Set<ChildProcess>();
-
-beforeAll(async () => {
-  const build = await buildPrivateCli('obs-cli-test');
-  bin = build.bin;
-  removeBuild = build.remove;
-}, 120_000);
-
-afterAll(() => {
-  for (const child of children) child.kill('SIGKILL');
-  removeBuild();
-});
+const cli = usePrivateCli('obs-cli-test');
 
 type Finished = CliProcessResult;
 
 function startCli(args: string[]) {
-  return startBuiltCli(bin, args, children);
+  return cli.start(args);
 }
 
 function runCli(args: string[]): Promise<Finished> {

@@ -1,6 +1,5 @@
-import type { ChildProcess } from 'node:child_process';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   isLeaseholdError,
   Leasehold,
@@ -10,7 +9,7 @@ import {
   startEmbeddedPostgres,
 } from '../src/index.js';
 import { loadMigrations } from '../src/migrations/migrator.js';
-import { buildPrivateCli, startBuiltCli } from './support/cli-build.js';
+import { usePrivateCli } from './support/cli-build.js';
 import {
   countByStatus,
   directDatabaseUrl,
@@ -502,23 +501,10 @@ describe('database roles', () => {
 });
 
 describe('the admin role', () => {
-  let bin = '';
-  let removeBuild = () => {};
-  const children = new Set<ChildProcess>();
-
-  beforeAll(async () => {
-    const build = await buildPrivateCli('roles-test');
-    bin = build.bin;
-    removeBuild = build.remove;
-  }, 120_000);
-
-  afterAll(() => {
-    for (const child of children) child.kill('SIGKILL');
-    removeBuild();
-  });
+  const cli = usePrivateCli('roles-test');
 
   function runCli(args: string[]) {
-    return startBuiltCli(bin, args, children).exited;
+    return cli.start(args).exited;
   }
 
   it('runs the CLI under leasehold_admin: dead list, replay, cancel, pause, resume, queues, prune and check', async () => {

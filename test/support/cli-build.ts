@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { copyFileSync, cpSync, mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { afterAll, beforeAll } from 'vitest';
 
 /** The repository root, with a trailing slash. */
 export const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -35,6 +36,30 @@ export async function buildPrivateCli(
     buildDir,
     bin: `${buildDir}/dist/cli/main.js`,
     remove: () => rmSync(buildDir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * For the enclosing describe (or file): builds a private CLI before its tests, and after them kills
+ * whatever it started and removes the build. `start` runs it as startBuiltCli does.
+ */
+export function usePrivateCli(prefix: string): {
+  start(args: string[]): ReturnType<typeof startBuiltCli>;
+} {
+  let build: Awaited<ReturnType<typeof buildPrivateCli>> | null = null;
+  const children = new Set<ChildProcess>();
+  beforeAll(async () => {
+    build = await buildPrivateCli(prefix);
+  }, 120_000);
+  afterAll(() => {
+    for (const child of children) child.kill('SIGKILL');
+    build?.remove();
+  });
+  return {
+    start(args) {
+      if (!build) throw new Error('usePrivateCli: the CLI is not built yet (call start inside a test)');
+      return startBuiltCli(build.bin, args, children);
+    },
   };
 }
 
