@@ -5,9 +5,11 @@ import { defineStatement, type Queryable, run } from './db.js';
 const EXACT_TIME = (column: string) =>
   `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-const DEAD_COLUMNS = `id::text, queue_name, priority, attempt_count, max_attempts, last_error_code,
-         last_error_class, last_error_message, created_at, finished_at,
-         ${EXACT_TIME('finished_at')} AS cursor_at`;
+// Every column is qualified, and so is every ORDER BY term: a bare `id` there would sort by the
+// `id::text` output column (text order: 10 before 9), which the bigint cursor does not follow.
+const DEAD_COLUMNS = `j.id::text, j.queue_name, j.priority, j.attempt_count, j.max_attempts,
+         j.last_error_code, j.last_error_class, j.last_error_message, j.created_at, j.finished_at,
+         ${EXACT_TIME('j.finished_at')} AS cursor_at`;
 
 /**
  * DeadJobListByQueue: dead jobs of queue $1, newest death first, keyset-paged by (finished_at, id)
@@ -18,14 +20,14 @@ const DeadJobListByQueue = defineStatement(
   'list_dead_by_queue',
   (s) => `
   SELECT ${DEAD_COLUMNS}
-  FROM ${s}.jobs
-  WHERE queue_name = $1
-    AND finished_at IS NOT NULL
-    AND (finished_at, id) < ($2::timestamptz, $3::bigint)
-    AND finished_at < $4::timestamptz
-    AND status = 'dead'
-    AND ($5::text IS NULL OR last_error_code = $5)
-  ORDER BY finished_at DESC, id DESC
+  FROM ${s}.jobs AS j
+  WHERE j.queue_name = $1
+    AND j.finished_at IS NOT NULL
+    AND (j.finished_at, j.id) < ($2::timestamptz, $3::bigint)
+    AND j.finished_at < $4::timestamptz
+    AND j.status = 'dead'
+    AND ($5::text IS NULL OR j.last_error_code = $5)
+  ORDER BY j.finished_at DESC, j.id DESC
   LIMIT $6`,
 );
 
@@ -34,13 +36,13 @@ const DeadJobList = defineStatement(
   'list_dead',
   (s) => `
   SELECT ${DEAD_COLUMNS}
-  FROM ${s}.jobs
-  WHERE finished_at IS NOT NULL
-    AND (finished_at, id) < ($1::timestamptz, $2::bigint)
-    AND finished_at < $3::timestamptz
-    AND status = 'dead'
-    AND ($4::text IS NULL OR last_error_code = $4)
-  ORDER BY finished_at DESC, id DESC
+  FROM ${s}.jobs AS j
+  WHERE j.finished_at IS NOT NULL
+    AND (j.finished_at, j.id) < ($1::timestamptz, $2::bigint)
+    AND j.finished_at < $3::timestamptz
+    AND j.status = 'dead'
+    AND ($4::text IS NULL OR j.last_error_code = $4)
+  ORDER BY j.finished_at DESC, j.id DESC
   LIMIT $5`,
 );
 
