@@ -120,9 +120,22 @@ describe('leasehold migrate', () => {
     expect(first.stdout).toContain(`at version ${json.version} `);
   });
 
-  it('without a database URL, starts an embedded PostgreSQL, says so, and stops it on exit', async () => {
+  it('without a database URL, refuses to start (work and migrate), naming the way out', async () => {
+    for (const args of [['migrate'], ['work', writeModule('export const emails = async () => {};\n')]]) {
+      const result = await runCli(args);
+      expect(result.code, args[0]).toBe(1);
+      expectOneLineError(
+        result.stderr,
+        /^leasehold: no database: give --database-url or set DATABASE_URL \(or --embedded for a throwaway PostgreSQL/,
+      );
+    }
+    const both = await runCli(['migrate', '--embedded', '--database-url', databaseUrl()]);
+    expectOneLineError(both.stderr, /^leasehold: give --database-url or --embedded, not both$/);
+  });
+
+  it('with --embedded, starts an embedded PostgreSQL, says so, and stops it on exit', async () => {
     const schema = uniqueSchema('lh_cli');
-    const result = await runCli(['migrate', '--schema', schema], {}, 60_000);
+    const result = await runCli(['migrate', '--embedded', '--schema', schema], {}, 60_000);
     expect(result.code).toBe(0);
     expect(result.stderr).toMatch(/starting an embedded PostgreSQL/);
     const port = Number(/embedded PostgreSQL ready on 127\.0\.0\.1:(\d+)/.exec(result.stderr)?.[1]);
@@ -153,7 +166,10 @@ describe('bad input exits non-zero with one clear line', () => {
   it('reports an unreachable server in one line', async () => {
     const result = await runCli(['migrate', '--database-url', 'postgres://postgres@127.0.0.1:1/postgres']);
     expect(result.code).toBe(1);
-    expectOneLineError(result.stderr, /^leasehold: .*ECONNREFUSED/);
+    expectOneLineError(
+      result.stderr,
+      /^leasehold: cannot use the database \(.*ECONNREFUSED.*\): check --database-url/,
+    );
   });
 
   it('rejects unknown options and missing arguments', async () => {

@@ -1,6 +1,13 @@
 import { Command } from 'commander';
 import type { JobEvent, JobWithHistory } from '../../index.js';
-import { type AdminFlags, addAdminOptions, print, printJson, withAdminClient } from '../admin.js';
+import {
+  type AdminFlags,
+  addAdminOptions,
+  jobIdArgument,
+  print,
+  printJson,
+  withAdminClient,
+} from '../admin.js';
 import { CliError } from '../errors.js';
 import { formatDuration, formatTable, formatTime, oneLine } from '../format.js';
 
@@ -12,7 +19,7 @@ interface ShowFlags extends AdminFlags {
 export function jobsCommand(): Command {
   const show = new Command('show')
     .description('show a job and its history: every attempt, who held it, how it ended')
-    .argument('<id>', 'the job id')
+    .argument('<id>', 'the job id', jobIdArgument)
     .option('--payload', 'include the payload (left out by default: it may hold personal data)');
   addAdminOptions(show);
   show.addHelpText(
