@@ -9,7 +9,18 @@ const EXACT_TIME = (column: string) =>
 // `id::text` output column (text order: 10 before 9), which the bigint cursor does not follow.
 const DEAD_COLUMNS = `j.id::text, j.queue_name, j.priority, j.attempt_count, j.max_attempts,
          j.last_error_code, j.last_error_class, j.last_error_message, j.created_at, j.finished_at,
-         ${EXACT_TIME('j.finished_at')} AS cursor_at`;
+         ${EXACT_TIME('j.finished_at')} AS cursor_at, budget.attempt_budget`;
+
+// The attempt budget its death recorded (on its latest `dead` event): job_events_job_idx, one
+// short probe per listed job.
+const BUDGET_JOIN = (s: string) => `
+  LEFT JOIN LATERAL (
+    SELECT (e.detail->>'attemptBudget')::int AS attempt_budget
+    FROM ${s}.job_events AS e
+    WHERE e.job_id = j.id AND e.kind = 'dead'
+    ORDER BY e.id DESC
+    LIMIT 1
+  ) AS budget ON true`;
 
 /**
  * DeadJobListByQueue: dead jobs of queue $1, newest death first, keyset-paged by (finished_at, id)
@@ -20,7 +31,7 @@ const DeadJobListByQueue = defineStatement(
   'list_dead_by_queue',
   (s) => `
   SELECT ${DEAD_COLUMNS}
-  FROM ${s}.jobs AS j
+  FROM ${s}.jobs AS j${BUDGET_JOIN(s)}
   WHERE j.queue_name = $1
     AND j.finished_at IS NOT NULL
     AND (j.finished_at, j.id) < ($2::timestamptz, $3::bigint)
@@ -36,7 +47,7 @@ const DeadJobList = defineStatement(
   'list_dead',
   (s) => `
   SELECT ${DEAD_COLUMNS}
-  FROM ${s}.jobs AS j
+  FROM ${s}.jobs AS j${BUDGET_JOIN(s)}
   WHERE j.finished_at IS NOT NULL
     AND (j.finished_at, j.id) < ($1::timestamptz, $2::bigint)
     AND j.finished_at < $3::timestamptz
@@ -59,6 +70,7 @@ export interface DeadJobRow {
   created_at: Date;
   finished_at: Date;
   cursor_at: string;
+  attempt_budget: number | null;
 }
 
 /** Where a page starts: below this (finished_at, id); the exact time as ISO text. */

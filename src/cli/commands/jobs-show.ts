@@ -9,7 +9,7 @@ import {
   withAdminClient,
 } from '../admin.js';
 import { CliError } from '../errors.js';
-import { formatDuration, formatTable, formatTime, oneLine } from '../format.js';
+import { deathBudget, formatAttempts, formatDuration, formatTable, formatTime, oneLine } from '../format.js';
 
 interface ShowFlags extends AdminFlags {
   payload?: boolean;
@@ -42,7 +42,7 @@ Examples:
 function describeJob(job: JobWithHistory, withPayload: boolean): string {
   const lines = [
     `job ${job.id} in queue ${job.queueName}: ${job.status}`,
-    `  attempts ${job.attemptCount} of ${job.maxAttempts}, priority ${job.priority}`,
+    `  attempts ${formatAttempts(job.attemptCount, job.maxAttempts, job.status === 'dead' ? deathBudget(job.history) : null)}, priority ${job.priority}`,
     `  created ${formatTime(job.createdAt)}, available ${formatTime(job.availableAt)}${
       job.finishedAt ? `, finished ${formatTime(job.finishedAt)}` : ''
     }`,
