@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerModuleFrom } from '../src/cli/worker-module.js';
-import { buildReport, type ReportInput } from '../src/demo/report.js';
+import { buildReport, formatReport, type ReportInput, type WorkerSummary } from '../src/demo/report.js';
 import { buildPrivateCli } from './support/cli-build.js';
 import { databaseUrl, migratedClient, testPool, uniqueSchema, waitFor } from './support/db.js';
 
@@ -328,6 +328,8 @@ describe('the demo', () => {
     expect(result.stderr).toMatch(/killed worker 2 \(SIGKILL\)/);
     expect(result.stderr).toMatch(/paused worker 3/);
     expect(result.stderr).toMatch(/resumed worker 3/);
+    // The story does not run ahead of the numbers: which way the late writes go is counted, not told.
+    expect(result.stderr).not.toMatch(/meet the fence/);
     expect(result.stderr).toMatch(/600\/600 jobs finished/);
     expect(await schemaExists(report.schema)).toBe(false);
   }, 90_000);
@@ -385,6 +387,27 @@ describe('the demo verdict', () => {
     expect(lost.problems).toEqual([expect.stringMatching(/1 job did not succeed .*missing 1/)]);
     expect(buildReport(input({ succeeded: 9, running: 1 })).ok).toBe(false);
     expect(buildReport(input({ succeeded: 9, dead: 1 })).ok).toBe(false);
+  });
+
+  it('tells what became of the late writes as the numbers say, whichever way the timing went', () => {
+    const lines = (refusals: ReportInput['refusals'], lost: number) => {
+      const counters = { completed: 0, retried: 0, lost, recovered: 0 } as WorkerSummary['counters'];
+      const workers = [{ number: 3, fate: 'stopped', pausedForMs: 1, counters, runs: 0, failure: null }];
+      return formatReport(buildReport({ ...input({}), refusals, workers: workers as WorkerSummary[] }));
+    };
+    const dropped = lines([], 4);
+    expect(dropped).toMatch(/fenced +0 late writes refused/);
+    expect(dropped).toMatch(/late work +none reached the database: the worker dropped 4 outcomes itself/);
+    expect(dropped).not.toMatch(/met the fence/);
+    const fenced = lines(
+      [{ queue: 'emails', operation: 'complete', count: 2, lastRefusedAt: new Date() }],
+      2,
+    );
+    expect(fenced).toMatch(/late work +every late write was sent and met the fence: 2 writes refused/);
+    const both = lines([{ queue: 'emails', operation: 'complete', count: 1, lastRefusedAt: new Date() }], 3);
+    expect(both).toMatch(
+      /late work +1 late write refused by the fence; 2 outcomes dropped by the worker itself/,
+    );
   });
 
   it('fails on a duplicate run that no lost lease explains', () => {
