@@ -22,8 +22,8 @@ export function createProgram(interrupt: Interrupt): Command {
       `
 Examples:
   $ leasehold migrate --database-url postgres://app:secret@localhost:5432/app
-  $ leasehold work ./jobs.mjs
-  $ leasehold demo`,
+  $ DATABASE_URL=postgres://app:secret@localhost:5432/app leasehold work ./jobs.mjs
+  $ leasehold demo                 (starts a throwaway PostgreSQL of its own)`,
     );
   for (const command of adminCommands(interrupt)) program.addCommand(command);
   // Observability: health rules, Prometheus gauges and the web dashboard.

@@ -43,7 +43,8 @@ export function migrateCommand(interrupt: Interrupt): Command {
     `
 Examples:
   $ leasehold migrate --database-url postgres://app:secret@localhost:5432/app
-  $ DATABASE_URL=postgres://localhost/app leasehold migrate --schema jobs --json`,
+  $ DATABASE_URL=postgres://localhost/app leasehold migrate --schema jobs --json
+  $ leasehold migrate --embedded   (a throwaway PostgreSQL, discarded on exit: to try it out)`,
   );
   command.action(async (flags: MigrateFlags) => {
     const schema = flags.schema ?? 'leasehold';
