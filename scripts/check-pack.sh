@@ -36,3 +36,14 @@ TS
 "$root/node_modules/.bin/tsc" --noEmit --strict --module nodenext --moduleResolution nodenext \
   --target es2022 --skipLibCheck false --types node --typeRoots "$root/node_modules/@types" consumer.ts
 echo "types ok"
+
+# The README's quick start, as a reader copies it, against the installed package.
+node -e "
+  const text = require('fs').readFileSync(process.argv[1], 'utf8');
+  const block = /\`\`\`ts\n(\/\/ example: quick-start\n[\s\S]*?)\`\`\`/.exec(text);
+  if (!block) { console.error('README has no quick-start block'); process.exit(1); }
+  require('fs').writeFileSync('quick-start.ts', block[1]);
+" "$root/README.md"
+"$root/node_modules/.bin/tsc" --noEmit --strict --module nodenext --moduleResolution nodenext \
+  --target es2022 --skipLibCheck false --types node --typeRoots "$root/node_modules/@types" quick-start.ts
+echo "README quick start types ok"

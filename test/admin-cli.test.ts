@@ -107,13 +107,24 @@ describe('admin CLI', () => {
     const lh = await migratedClient();
     const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
     const cases: [string[], RegExp][] = [
-      [['jobs', 'show', 'abc', ...db], /^leasehold: id: must be a positive bigint/],
+      [
+        ['jobs', 'show', 'abc', ...db],
+        /^leasehold: .*'abc' is invalid .* a job id is a positive whole number/,
+      ],
+      [
+        ['replay', '7', 'x1', '--reason', 'r', ...db],
+        /'x1' is invalid .* a job id is a positive whole number/,
+      ],
+      [['cancel', '0', '--reason', 'r', ...db], /'0' is invalid .* a job id is a positive whole number/],
+      [['queues', '--bogus', ...db], /^leasehold: unknown option '--bogus'/],
+      [['metrics', '--json', ...db], /^leasehold: unknown option '--json'/],
+      [['dashboard', '--json', ...db], /^leasehold: unknown option '--json'/],
       [['jobs', 'show', '424242', ...db], /^leasehold: no job 424242/],
       [['dead', 'list', '--limit', 'ten', ...db], /--limit <n>' argument 'ten' is invalid/],
       [['dead', 'list', '--before', 'yesterday', ...db], /expected an ISO 8601 time/],
       [['replay', '--reason', 'x', ...db], /^leasehold: give job ids or a filter/],
       [['replay', '1', '--queue', 'q', '--reason', 'x', ...db], /^leasehold: give job ids or a filter/],
-      [['cancel', '1', ...db], /required option '--reason <text>' not specified/],
+      [['cancel', '1', ...db], /^leasehold: required option '--reason <text>' not specified/],
       [['pause', 'bad queue!', ...db], /^leasehold: queue: must be 1 to 128 characters/],
       [
         ['queues', '--database-url', 'mysql://x/y'],
@@ -126,6 +137,20 @@ describe('admin CLI', () => {
       expect(result.stderr.trim().split('\n'), args.join(' ')).toHaveLength(1);
       expect(result.stderr, args.join(' ')).toMatch(message);
     }
+    // No statement names, no driver jargon: what is wrong and what to do.
+    const missing = `${lh.schema}_never_migrated`;
+    for (const args of [['queues'], ['dead', 'list'], ['jobs', 'show', '1'], ['dashboard'], ['metrics']]) {
+      const result = await cli([...args, '--database-url', databaseUrl(), '--schema', missing]);
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stderr, args.join(' ')).toBe(
+        `leasehold: schema ${missing} is not migrated (it holds no Leasehold tables): run \`leasehold migrate --schema ${missing}\` against this database, or pass the --schema (or LEASEHOLD_SCHEMA) your application uses\n`,
+      );
+    }
+    const unreachable = await cli(['queues', '--database-url', 'postgres://postgres@127.0.0.1:1/postgres']);
+    expect(unreachable.stderr).toMatch(
+      /^leasehold: cannot use the database \(.*ECONNREFUSED.*\): check --database-url or DATABASE_URL\n$/,
+    );
+    expect(unreachable.stderr).not.toMatch(/leasehold_[a-z_]+_[0-9a-f]{10}/);
     const saved = process.env.DATABASE_URL;
     delete process.env.DATABASE_URL;
     try {
@@ -134,6 +159,22 @@ describe('admin CLI', () => {
       );
     } finally {
       if (saved !== undefined) process.env.DATABASE_URL = saved;
+    }
+  });
+
+  it('reads the schema from LEASEHOLD_SCHEMA, and says --reason is required', async () => {
+    const lh = await migratedClient();
+    await lh.enqueue('from-env', {});
+    process.env.LEASEHOLD_SCHEMA = lh.schema;
+    try {
+      const listed = await cli(['queues', '--json', '--database-url', databaseUrl()]);
+      expect(listed.code).toBe(0);
+      expect(JSON.parse(listed.stdout).map((q: { name: string }) => q.name)).toEqual(['from-env']);
+    } finally {
+      delete process.env.LEASEHOLD_SCHEMA;
+    }
+    for (const command of ['cancel', 'replay']) {
+      expect((await cli([command, '--help'])).stdout).toMatch(/--reason <text> +why \(required;/);
     }
   });
 

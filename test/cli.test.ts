@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerModuleFrom } from '../src/cli/worker-module.js';
-import { buildReport, type ReportInput } from '../src/demo/report.js';
+import { buildReport, formatReport, type ReportInput, type WorkerSummary } from '../src/demo/report.js';
 import { buildPrivateCli } from './support/cli-build.js';
 import { databaseUrl, migratedClient, testPool, uniqueSchema, waitFor } from './support/db.js';
 
@@ -120,9 +120,22 @@ describe('leasehold migrate', () => {
     expect(first.stdout).toContain(`at version ${json.version} `);
   });
 
-  it('without a database URL, starts an embedded PostgreSQL, says so, and stops it on exit', async () => {
+  it('without a database URL, refuses to start (work and migrate), naming the way out', async () => {
+    for (const args of [['migrate'], ['work', writeModule('export const emails = async () => {};\n')]]) {
+      const result = await runCli(args);
+      expect(result.code, args[0]).toBe(1);
+      expectOneLineError(
+        result.stderr,
+        /^leasehold: no database: give --database-url or set DATABASE_URL \(or --embedded for a throwaway PostgreSQL/,
+      );
+    }
+    const both = await runCli(['migrate', '--embedded', '--database-url', databaseUrl()]);
+    expectOneLineError(both.stderr, /^leasehold: give --database-url or --embedded, not both$/);
+  });
+
+  it('with --embedded, starts an embedded PostgreSQL, says so, and stops it on exit', async () => {
     const schema = uniqueSchema('lh_cli');
-    const result = await runCli(['migrate', '--schema', schema], {}, 60_000);
+    const result = await runCli(['migrate', '--embedded', '--schema', schema], {}, 60_000);
     expect(result.code).toBe(0);
     expect(result.stderr).toMatch(/starting an embedded PostgreSQL/);
     const port = Number(/embedded PostgreSQL ready on 127\.0\.0\.1:(\d+)/.exec(result.stderr)?.[1]);
@@ -153,7 +166,10 @@ describe('bad input exits non-zero with one clear line', () => {
   it('reports an unreachable server in one line', async () => {
     const result = await runCli(['migrate', '--database-url', 'postgres://postgres@127.0.0.1:1/postgres']);
     expect(result.code).toBe(1);
-    expectOneLineError(result.stderr, /^leasehold: .*ECONNREFUSED/);
+    expectOneLineError(
+      result.stderr,
+      /^leasehold: cannot use the database \(.*ECONNREFUSED.*\): check --database-url/,
+    );
   });
 
   it('rejects unknown options and missing arguments', async () => {
@@ -312,6 +328,8 @@ describe('the demo', () => {
     expect(result.stderr).toMatch(/killed worker 2 \(SIGKILL\)/);
     expect(result.stderr).toMatch(/paused worker 3/);
     expect(result.stderr).toMatch(/resumed worker 3/);
+    // The story does not run ahead of the numbers: which way the late writes go is counted, not told.
+    expect(result.stderr).not.toMatch(/meet the fence/);
     expect(result.stderr).toMatch(/600\/600 jobs finished/);
     expect(await schemaExists(report.schema)).toBe(false);
   }, 90_000);
@@ -369,6 +387,27 @@ describe('the demo verdict', () => {
     expect(lost.problems).toEqual([expect.stringMatching(/1 job did not succeed .*missing 1/)]);
     expect(buildReport(input({ succeeded: 9, running: 1 })).ok).toBe(false);
     expect(buildReport(input({ succeeded: 9, dead: 1 })).ok).toBe(false);
+  });
+
+  it('tells what became of the late writes as the numbers say, whichever way the timing went', () => {
+    const lines = (refusals: ReportInput['refusals'], lost: number) => {
+      const counters = { completed: 0, retried: 0, lost, recovered: 0 } as WorkerSummary['counters'];
+      const workers = [{ number: 3, fate: 'stopped', pausedForMs: 1, counters, runs: 0, failure: null }];
+      return formatReport(buildReport({ ...input({}), refusals, workers: workers as WorkerSummary[] }));
+    };
+    const dropped = lines([], 4);
+    expect(dropped).toMatch(/fenced +0 late writes refused/);
+    expect(dropped).toMatch(/late work +none reached the database: the worker dropped 4 outcomes itself/);
+    expect(dropped).not.toMatch(/met the fence/);
+    const fenced = lines(
+      [{ queue: 'emails', operation: 'complete', count: 2, lastRefusedAt: new Date() }],
+      2,
+    );
+    expect(fenced).toMatch(/late work +every late write was sent and met the fence: 2 writes refused/);
+    const both = lines([{ queue: 'emails', operation: 'complete', count: 1, lastRefusedAt: new Date() }], 3);
+    expect(both).toMatch(
+      /late work +1 late write refused by the fence; 2 outcomes dropped by the worker itself/,
+    );
   });
 
   it('fails on a duplicate run that no lost lease explains', () => {

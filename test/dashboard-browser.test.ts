@@ -126,10 +126,14 @@ describe('dashboard in a real browser (chromium)', () => {
     const deadRow = page.locator(`tr[data-job="${id}"]`);
     await deadRow.waitFor();
     expect(await deadRow.textContent()).toContain('MAILBOX_FULL');
+    // Nothing stray under the table (an optional part passed as null once printed "null").
+    expect(await page.locator('main').textContent()).not.toContain('null');
     await page.screenshot({ path: `${shotsDir}/dashboard-dead.png`, fullPage: true });
 
     await deadRow.locator('a').click();
     await page.waitForURL(`**/jobs/${id}`);
+    // The payload is hidden until asked for, as with the CLI.
+    await page.locator('button#show-payload').click();
     await page.locator('#payload').waitFor();
     expect(await page.locator('[data-field=status]').textContent()).toBe('dead');
     // The payload is shown as text (escaped), truncated, and only here.
@@ -152,6 +156,7 @@ describe('dashboard in a real browser (chromium)', () => {
       },
     });
     await started(worker);
+    await page.locator('#reason').fill('mailbox emptied by support');
     await page.locator('button.replay').click();
     await waitFor(() => ran.includes(id), { what: 'the replayed job to run' });
     await expect
@@ -159,7 +164,19 @@ describe('dashboard in a real browser (chromium)', () => {
       .toBe('succeeded');
     const job = await lh.getJob(id, { history: true });
     expect(job?.status).toBe('succeeded');
-    expect(job?.history.find((e) => e.kind === 'replayed')).toMatchObject({ actor: 'dashboard' });
+    expect(job?.history.find((e) => e.kind === 'replayed')).toMatchObject({
+      actor: 'dashboard',
+      reason: 'mailbox emptied by support',
+    });
+    // The replay shows its reason, and the error it had died with as that, not as its own error.
+    const replayed = page.locator('#history tr[data-kind="replayed"]');
+    expect(await replayed.textContent()).toContain(
+      'had died with MAILBOX_FULL; reason: mailbox emptied by support',
+    );
+    // One timestamp format on the page: ISO 8601, UTC.
+    for (const cell of await page.locator('#history tbody tr td:first-child').allTextContents()) {
+      expect(cell).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    }
     await page.screenshot({ path: `${shotsDir}/dashboard-job-replayed.png`, fullPage: true });
     await page.close();
   });
@@ -168,7 +185,8 @@ describe('dashboard in a real browser (chromium)', () => {
     const { id } = await lh.enqueue('cancel-me', { n: 1 });
     const page = await browser!.newPage();
     await page.goto(`${dashboard!.url}/jobs/${id}`);
-    await page.locator('#payload').waitFor();
+    await page.locator('button#show-payload').waitFor();
+    expect(await page.locator('#payload').count()).toBe(0);
     expect(await page.locator('button.replay').count()).toBe(0);
     await page.locator('button.cancel').click();
     await expect.poll(() => page.locator('[data-field=status]').textContent()).toBe('cancelled');

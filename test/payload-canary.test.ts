@@ -241,13 +241,18 @@ describe('a canary secret in payloads', () => {
         CANARY,
       );
 
-      // The dashboard: its overview and dead list leave payloads out; a job's page shows an excerpt.
+      // The dashboard: its overview and dead list leave payloads out; a job's page shows an excerpt on request.
       const dashboard = await startDashboard(lh, { port: 0 });
       try {
         for (const path of ['/api/overview', '/api/dead', '/']) {
           expectNoCanary(`dashboard ${path}`, await (await fetch(`${dashboard.url}${path}`)).text());
         }
-        const page = (await (await fetch(`${dashboard.url}/api/jobs/${expiresDead}`)).json()) as {
+        // A job's page leaves it out too unless asked for (`?payload=1`), as `jobs show` does.
+        expectNoCanary(
+          'dashboard job page',
+          await (await fetch(`${dashboard.url}/api/jobs/${expiresDead}`)).text(),
+        );
+        const page = (await (await fetch(`${dashboard.url}/api/jobs/${expiresDead}?payload=1`)).json()) as {
           job: { payloadPreview: { text: string } };
         };
         expect(page.job.payloadPreview.text).toContain(CANARY);

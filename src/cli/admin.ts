@@ -1,6 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { Leasehold, type LeaseholdOptions } from '../index.js';
 import { assertDatabaseUrl, type ConnectionFlags, givenDatabaseUrl } from './connection.js';
+import { assertMigrated, explainDatabaseError } from './database-errors.js';
 import { CliError } from './errors.js';
 
 /** Flags every admin command takes. */
@@ -8,15 +9,25 @@ export interface AdminFlags extends ConnectionFlags {
   json?: boolean;
 }
 
-/** Adds `--database-url` (or `DATABASE_URL`), `--schema` and `--json` to an admin command. */
-export function addAdminOptions(command: Command): Command {
+/**
+ * Adds `--database-url` (or `DATABASE_URL`), `--schema` (or `LEASEHOLD_SCHEMA`) and, for a command
+ * that prints a result, `--json` (a server has no result to print: there the flag is refused).
+ */
+export function addAdminOptions(command: Command, { json = true } = {}): Command {
   command
     .addOption(
       new Option('--database-url <url>', 'PostgreSQL connection string of the queue').env('DATABASE_URL'),
     )
-    .addOption(new Option('--schema <name>', "schema holding Leasehold's tables").default('leasehold'))
-    .option('--json', 'print the result as JSON');
+    .addOption(schemaOption());
+  if (json) command.option('--json', 'print the result as JSON');
   return command;
+}
+
+/** `--schema`, also read from `LEASEHOLD_SCHEMA`, defaulting to `leasehold`. */
+export function schemaOption(): Option {
+  return new Option('--schema <name>', "schema holding Leasehold's tables")
+    .env('LEASEHOLD_SCHEMA')
+    .default('leasehold');
 }
 
 /**
@@ -31,14 +42,15 @@ export async function withAdminClient<T>(
   const url = givenDatabaseUrl(flags);
   if (!url) throw new CliError('no database: give --database-url or set DATABASE_URL');
   assertDatabaseUrl(url);
-  const lh = new Leasehold({
-    poolSize: 2,
-    ...options,
-    connectionString: url,
-    schema: flags.schema ?? 'leasehold',
-  });
+  const schema = flags.schema ?? 'leasehold';
+  const lh = new Leasehold({ poolSize: 2, ...options, connectionString: url, schema });
   try {
+    // One look before anything starts: a server (dashboard, metrics) must not come up on a schema
+    // that is not there, and a command must not fail later with a missing-table error.
+    await assertMigrated(lh, schema);
     return await use(lh);
+  } catch (err) {
+    throw explainDatabaseError(err, schema);
   } finally {
     await lh.close();
   }
@@ -63,6 +75,19 @@ export function positiveInt(value: string): number {
   return n;
 }
 
+/** Commander parser for a job id argument, in an operator's words rather than the API's. */
+export function jobIdArgument(value: string): string {
+  if (!/^\d{1,19}$/.test(value) || /^0+$/.test(value) || BigInt(value) > 9223372036854775807n) {
+    throw new InvalidArgumentError('a job id is a positive whole number, such as 42');
+  }
+  return value;
+}
+
+/** The same for a list of job ids (commander calls it once per id). */
+export function jobIdList(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), jobIdArgument(value)];
+}
+
 /** Commander parser for a duration: a number of milliseconds, or with a unit (90s, 15m, 24h, 7d). */
 export function duration(value: string): number {
   const match = /^(\d+)(ms|s|m|h|d)?$/.exec(value.trim());
@@ -82,7 +107,10 @@ export function isoTime(value: string): Date {
 
 /** A `--reason` option, required where an operator's decision is recorded. */
 export function reasonOption(): Option {
-  return new Option('--reason <text>', 'why (recorded in each job’s history)').makeOptionMandatory();
+  return new Option(
+    '--reason <text>',
+    'why (required; recorded in each job’s history)',
+  ).makeOptionMandatory();
 }
 
 /** An `--actor` option, defaulting to the operating-system user. */

@@ -10,24 +10,57 @@ import { note } from './log.js';
 export interface ConnectionFlags {
   /** From `--database-url` or `DATABASE_URL`. */
   databaseUrl?: string;
-  /** From `--schema` (commands that take one). */
+  /** From `--schema` or `LEASEHOLD_SCHEMA` (commands that take one). */
   schema?: string;
+  /** From `--embedded`: start a throwaway PostgreSQL for the command. */
+  embedded?: boolean;
 }
 
-/** Adds `--database-url` (or `DATABASE_URL`) and, unless told otherwise, `--schema`. */
-export function addConnectionOptions(command: Command, { schema = true } = {}): Command {
+/**
+ * Adds `--database-url` (or `DATABASE_URL`), unless told otherwise `--schema` (or
+ * `LEASEHOLD_SCHEMA`), and `--embedded` where a throwaway database is an explicit choice (`work`,
+ * `migrate`). With `embedded: 'default'` (the demo) no URL means an embedded database.
+ */
+export function addConnectionOptions(
+  command: Command,
+  { schema = true, embedded = 'flag' as 'flag' | 'default' } = {},
+): Command {
   command.addOption(
     new Option(
       '--database-url <url>',
-      'PostgreSQL connection string; without one, an embedded PostgreSQL is started for the command',
+      embedded === 'default'
+        ? 'PostgreSQL connection string; without one, an embedded PostgreSQL is started for the command'
+        : 'PostgreSQL connection string (required, unless --embedded)',
     ).env('DATABASE_URL'),
   );
   if (schema) {
     command.addOption(
-      new Option('--schema <name>', "schema holding Leasehold's tables").default('leasehold'),
+      new Option('--schema <name>', "schema holding Leasehold's tables")
+        .env('LEASEHOLD_SCHEMA')
+        .default('leasehold'),
+    );
+  }
+  if (embedded === 'flag') {
+    command.option(
+      '--embedded',
+      'start a throwaway embedded PostgreSQL for this command instead (its data is discarded on exit)',
     );
   }
   return command;
+}
+
+/**
+ * The database a `work` or `migrate` command uses: the URL given, or an embedded one only when
+ * asked for. A worker that silently drains a throwaway database looks healthy and does nothing.
+ */
+export function chosenDatabase(flags: ConnectionFlags): { url: string } | { embedded: true } {
+  const url = givenDatabaseUrl(flags);
+  if (url && flags.embedded) throw new CliError('give --database-url or --embedded, not both');
+  if (url) return { url };
+  if (flags.embedded) return { embedded: true };
+  throw new CliError(
+    'no database: give --database-url or set DATABASE_URL (or --embedded for a throwaway PostgreSQL whose data is discarded on exit)',
+  );
 }
 
 /**
@@ -88,4 +121,9 @@ export async function withDatabase<T>(
 /** The database URL given, treating an empty `DATABASE_URL` as none. */
 export function givenDatabaseUrl(flags: ConnectionFlags): string | undefined {
   return flags.databaseUrl?.trim() ? flags.databaseUrl : undefined;
+}
+
+/** The URL of a chosen database; undefined for an embedded one (withDatabase then starts it). */
+export function databaseUrlOf(choice: { url: string } | { embedded: true }): string | undefined {
+  return 'url' in choice ? choice.url : undefined;
 }

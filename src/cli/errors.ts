@@ -18,9 +18,12 @@ export class CliError extends Error {
  */
 export function describeError(err: unknown): string {
   if (err instanceof CliError) return err.message;
-  if (isLeaseholdError(err)) return err.message;
+  // A named statement ("leasehold_list_queues_a9dd733856 failed: ...") means nothing to an operator.
+  if (isLeaseholdError(err)) return err.message.replace(STATEMENT_PREFIX, 'the database refused: ');
   return firstLine(plainMessage(err));
 }
+
+const STATEMENT_PREFIX = /^leasehold_[a-z0-9_]+_[0-9a-f]{10} failed: /;
 
 function plainMessage(err: unknown): string {
   if (err instanceof AggregateError && err.message === '') {

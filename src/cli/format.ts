@@ -35,3 +35,27 @@ export function oneLine(text: string | null, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
 }
+
+/**
+ * Attempts as an operator reads them: `3/8`; when the job died under a smaller budget than its
+ * maximum, that budget: `3/3 (budget for this error; max 8)`; and when it died before spending
+ * its budget, why: `1/8 (permanent error)`. `budget` null: none recorded.
+ */
+export function formatAttempts(count: number, max: number, budget: number | null): string {
+  if (budget === null) return `${count}/${max}`;
+  if (count < budget) return `${count}/${budget} (permanent error)`;
+  if (budget >= max) return `${count}/${max}`;
+  return `${count}/${budget} (budget for this error; max ${max})`;
+}
+
+/** The attempt budget a job's latest `dead` event recorded, or null. */
+export function deathBudget(history: readonly { kind: string; detail: unknown }[]): number | null {
+  const death = history.findLast((event) => event.kind === 'dead');
+  const budget = (death?.detail as { attemptBudget?: unknown } | null)?.attemptBudget;
+  return typeof budget === 'number' ? budget : null;
+}
+
+/** The note under a list that shows a smaller budget: what it means and where it comes from. */
+export const BUDGET_NOTE =
+  'a budget below max: unclassified errors (neither RetryableError nor PermanentError) get the ' +
+  "queue's unknownErrorAttempts (default 3), and a queue's maxAttempts caps every job's";

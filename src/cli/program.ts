@@ -22,8 +22,8 @@ export function createProgram(interrupt: Interrupt): Command {
       `
 Examples:
   $ leasehold migrate --database-url postgres://app:secret@localhost:5432/app
-  $ leasehold work ./jobs.mjs
-  $ leasehold demo`,
+  $ DATABASE_URL=postgres://app:secret@localhost:5432/app leasehold work ./jobs.mjs
+  $ leasehold demo                 (starts a throwaway PostgreSQL of its own)`,
     );
   for (const command of adminCommands(interrupt)) program.addCommand(command);
   // Observability: health rules, Prometheus gauges and the web dashboard.
@@ -38,10 +38,12 @@ Examples:
 /**
  * Commander quotes a refused argument as it was given. Escaping control characters there keeps its
  * error on one line and keeps a hostile argument from sending escape sequences to the terminal.
+ * Its "error: " prefix becomes ours ("leasehold: "), so every refusal reads the same.
  */
 function escapeParserErrors(command: Command): void {
   command.configureOutput({
-    outputError: (text, write) => write(`${escapeControls(text.replace(/\n$/, ''))}\n`),
+    outputError: (text, write) =>
+      write(`${escapeControls(text.replace(/\n$/, '').replace(/^error: /, 'leasehold: '))}\n`),
   });
   for (const sub of command.commands) escapeParserErrors(sub);
 }

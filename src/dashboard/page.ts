@@ -78,8 +78,59 @@ async function getJson(path) {
   return res.json();
 }
 
+// One format for every time on every page: ISO 8601 in UTC, as the CLI prints them.
+function time(value) {
+  return value === null || value === undefined ? '-' : new Date(value).toISOString();
+}
+
+// Attempts with the budget that applied, as the CLI shows them (see formatAttempts in the CLI).
+function attempts(count, max, budget) {
+  if (budget === null || budget === undefined) return count + '/' + max;
+  if (count < budget) return count + '/' + budget + ' (permanent error)';
+  if (budget >= max) return count + '/' + max;
+  return count + '/' + budget + ' (budget for this error; max ' + max + ')';
+}
+const BUDGET_NOTE = 'A budget below max: unclassified errors (neither RetryableError nor PermanentError) get the ' +
+  "queue's unknownErrorAttempts (default 3), and a queue's maxAttempts caps every job's.";
+
+function deathBudget(history) {
+  const death = history.filter((e) => e.kind === 'dead').pop();
+  const budget = death && death.detail ? death.detail.attemptBudget : null;
+  return typeof budget === 'number' ? budget : null;
+}
+
+// What the history's detail column says of an event. A replay carries the error the job died
+// with: it is shown as that, not as an error of the replay.
+function eventDetail(e) {
+  const parts = [];
+  if (e.kind === 'replayed') {
+    if (e.errorCode) parts.push('had died with ' + e.errorCode);
+  } else {
+    if (e.errorCode) parts.push(e.errorClass ? e.errorCode + ' (' + e.errorClass + ')' : e.errorCode);
+    if (e.message && e.kind !== 'cancelled') parts.push(e.message);
+  }
+  if (e.delayMs !== null && e.delayMs !== undefined) parts.push('again in ' + age(e.delayMs));
+  if (e.leaseExtensions) parts.push(e.leaseExtensions + ' lease extension(s)');
+  if (e.operation) parts.push(e.operation + ' refused');
+  if (e.kind === 'dead' && e.detail && typeof e.detail.attemptBudget === 'number')
+    parts.push('attempt budget ' + e.detail.attemptBudget);
+  if (e.reason) parts.push('reason: ' + e.reason);
+  return parts.join('; ');
+}
+
+// The reason an operator typed for replays and cancels on this page (recorded in the history).
+function reasonField() {
+  return el('input', { id: 'reason', size: '40', maxlength: '1000',
+    placeholder: 'reason for replay or cancel (recorded in the history)', value: typedReason });
+}
+let typedReason = '';
+document.addEventListener('input', (event) => {
+  if (event.target && event.target.id === 'reason') typedReason = event.target.value;
+});
+
 async function act(id, action) {
-  const reason = action === 'cancel' ? 'cancelled from the dashboard' : 'replayed from the dashboard';
+  const fallback = action === 'cancel' ? 'cancelled from the dashboard' : 'replayed from the dashboard';
+  const reason = typedReason.trim() || fallback;
   const res = await fetch('/api/jobs/' + id + '/' + action, {
     method: 'POST',
     credentials: 'same-origin',
@@ -148,7 +199,7 @@ async function overview() {
               el('td', { class: 'num' }, age(k.blockedMs)),
               el('td', { class: 'num' }, k.waiting),
               el('td', {}, k.lastErrorCode ?? ''))))));
-  statusLine.textContent = 'updated ' + new Date(data.at).toLocaleTimeString();
+  statusLine.textContent = 'updated ' + time(data.at);
 }
 
 async function deadList() {
@@ -164,39 +215,58 @@ async function deadList() {
       el('td', {}, job.queueName),
       el('td', {}, job.errorCode || ''),
       el('td', {}, (job.errorMessage || '').slice(0, 120)),
-      el('td', { class: 'num' }, job.attemptCount + '/' + job.maxAttempts),
-      el('td', {}, new Date(job.diedAt).toLocaleString()),
+      el('td', { class: 'num', 'data-field': 'attempts' }, attempts(job.attemptCount, job.maxAttempts, job.attemptBudget)),
+      el('td', {}, time(job.diedAt)),
       el('td', {},
         el('button', { class: 'replay', onclick: async () => { if (await act(job.id, 'replay')) render(); } }, 'Replay'))));
-  main.replaceChildren(el('h1', {}, 'Dead jobs'), form,
+  const smaller = data.jobs.some((job) => job.attemptBudget !== null && job.attemptBudget < job.maxAttempts);
+  // Optional parts are left out, not passed as null (replaceChildren would print "null").
+  main.replaceChildren(el('h1', {}, 'Dead jobs'), form, el('p', {}, reasonField()),
     rows.length ? el('table', { id: 'dead' },
       el('thead', {}, el('tr', {}, ...['id', 'queue', 'error code', 'message', 'attempts', 'died', ''].map((h) => el('th', {}, h)))),
       el('tbody', {}, ...rows)) : el('p', { id: 'no-dead' }, 'No dead jobs match.'),
-    data.cursor ? el('p', {}, el('a', { href: '/dead?' + new URLSearchParams({ ...Object.fromEntries(params), cursor: data.cursor }) }, 'Next page')) : null);
+    ...(smaller ? [el('p', { class: 'note', id: 'budget-note' }, BUDGET_NOTE)] : []),
+    ...(data.cursor ? [el('p', {}, el('a', { id: 'next-page', href: '/dead?' + new URLSearchParams({ ...Object.fromEntries(params), cursor: data.cursor }) }, 'Next page'))] : []));
 }
 
+// The payload stays hidden until asked for (as with the CLI's --payload): it may hold personal data.
+let showPayload = false;
+
 async function jobView(id) {
-  const { job } = await getJson('/api/jobs/' + id);
+  const { job } = await getJson('/api/jobs/' + id + (showPayload ? '?payload=1' : ''));
   if (!job) { main.replaceChildren(el('h1', {}, 'No job ' + id)); return; }
-  const facts = [['status', job.status], ['queue', job.queueName], ['attempts', job.attemptCount + '/' + job.maxAttempts],
-    ['priority', job.priority], ['available at', job.availableAt], ['lease owner', job.leaseOwner],
-    ['lease expires', job.leaseExpiresAt], ['last error', [job.lastErrorCode, job.lastErrorMessage].filter(Boolean).join(': ')],
-    ['created', job.createdAt], ['finished', job.finishedAt]];
-  const history = job.history.map((e) => el('tr', {},
-    el('td', {}, new Date(e.at).toLocaleString()), el('td', {}, e.kind), el('td', {}, e.statusAfter || ''),
+  const lastError = [job.lastErrorCode, job.lastErrorClass && '(' + job.lastErrorClass + ')', job.lastErrorMessage]
+    .filter(Boolean).join(' ');
+  const budget = job.status === 'dead' ? deathBudget(job.history) : null;
+  const facts = [['status', job.status], ['queue', job.queueName], ['attempts', attempts(job.attemptCount, job.maxAttempts, budget)],
+    ['priority', job.priority], ['available at', time(job.availableAt)], ['lease owner', job.leaseOwner],
+    ['lease expires', job.leaseExpiresAt && time(job.leaseExpiresAt)], ['last error', lastError || null],
+    ['created', time(job.createdAt)], ['finished', job.finishedAt && time(job.finishedAt)]];
+  const history = job.history.map((e) => el('tr', { 'data-kind': e.kind },
+    el('td', {}, time(e.at)), el('td', {}, e.kind), el('td', {}, e.statusAfter || ''),
     el('td', {}, e.attempt ?? ''), el('td', {}, e.owner || e.actor || ''),
-    el('td', {}, [e.errorCode, e.message || e.reason].filter(Boolean).join(': '))));
+    el('td', {}, eventDetail(e))));
   const actions = [];
   if (job.status === 'dead') actions.push(el('button', { class: 'replay', onclick: async () => { if (await act(job.id, 'replay')) render(); } }, 'Replay'));
   // Cancel applies to work not yet finished (a dead job is finished: replay it or leave it).
   if (job.status === 'pending' || job.status === 'running')
     actions.push(el('button', { class: 'cancel', onclick: async () => { if (await act(job.id, 'cancel')) render(); } }, 'Cancel'));
+  if (actions.length) actions.push(reasonField());
+  const payload = job.payloadPreview
+    ? [el('h2', {}, 'Payload' + (job.payloadPreview.truncated ? ' (truncated)' : '')),
+       el('pre', { id: 'payload' }, job.payloadPreview.text)]
+    : [el('h2', {}, 'Payload'),
+       el('p', {}, el('button', { id: 'show-payload', onclick: () => { showPayload = true; render(); } }, 'Show payload'),
+         el('span', { class: 'note' }, ' hidden by default: it may hold personal data'))];
+  const stack = job.lastErrorStack
+    ? [el('details', { id: 'stack' }, el('summary', {}, 'Stack trace of the last error'), el('pre', {}, job.lastErrorStack))]
+    : [];
   main.replaceChildren(
     el('h1', {}, 'Job ' + job.id),
     el('table', { id: 'job' }, el('tbody', {}, ...facts.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', { 'data-field': k }, v ?? '-'))))),
+    ...stack,
     el('p', {}, ...actions),
-    el('h2', {}, 'Payload' + (job.payloadPreview.truncated ? ' (truncated)' : '')),
-    el('pre', { id: 'payload' }, job.payloadPreview.text),
+    ...payload,
     el('h2', {}, 'History'),
     el('table', { id: 'history' },
       el('thead', {}, el('tr', {}, ...['at', 'event', 'status after', 'attempt', 'who', 'detail'].map((h) => el('th', {}, h)))),

@@ -84,7 +84,8 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
       if (path === '/api/overview') return sendJson(res, 200, await overview());
       if (path === '/api/dead') return sendJson(res, 200, await deadJobs(url.searchParams));
       const job = /^\/api\/jobs\/(\d{1,19})$/.exec(path);
-      if (job) return sendJson(res, 200, await jobPage(job[1] as string));
+      if (job)
+        return sendJson(res, 200, await jobPage(job[1] as string, url.searchParams.get('payload') === '1'));
       return sendJson(res, 404, { error: 'not found' });
     }
     if (req.method === 'POST') {
@@ -134,11 +135,12 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
     return lh.listDead({ queue, errorCode, cursor, limit: 50 });
   }
 
-  async function jobPage(id: string) {
+  // The payload only when asked for (`?payload=1`), as the CLI's `jobs show --payload`.
+  async function jobPage(id: string, withPayload: boolean) {
     const job = await lh.getJob(id, { history: true });
     if (!job) return { job: null };
-    const { payload, lastErrorStack: _stack, ...rest } = job;
-    return { job: { ...rest, payloadPreview: preview(payload) } };
+    const { payload, ...rest } = job;
+    return { job: { ...rest, payloadPreview: withPayload ? preview(payload) : null } };
   }
 
   await new Promise<void>((resolve, reject) => {

@@ -127,6 +127,7 @@ export function formatReport(report: DemoReport): string {
     `  recovered   ${report.recovered} expired leases returned to pending by the workers' recovery sweeps`,
     `  fenced      ${count(report.refusedWrites, 'late write')} refused by the database${refusalDetail ? ` (${refusalDetail})` : ''}`,
     `  dropped     ${count(report.droppedLocally, 'outcome')} never sent: the worker saw its own lease deadline had passed`,
+    `  late work   ${describeLateWork(report)}`,
     `  duplicates  ${describeDuplicates(report.duplicates)}`,
     `  throughput  ${report.jobsPerSecond} jobs/s (${report.jobs} jobs in ${seconds(report.elapsedMs)})`,
     ...report.workers.map(describeWorker),
@@ -140,6 +141,21 @@ export function formatReport(report: DemoReport): string {
 
 function count(n: number, noun: string): string {
   return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
+/**
+ * What became of the paused worker's late outcomes, as the numbers say: refused by the fence in
+ * the database, or never sent because the worker saw its own deadline had passed. Which of the two
+ * happens depends on timing; the story follows the counts, never the other way round.
+ */
+export function describeLateWork(report: Pick<DemoReport, 'refusedWrites' | 'droppedLocally'>): string {
+  const { refusedWrites: refused, droppedLocally: dropped } = report;
+  if (refused === 0 && dropped === 0) return 'no late outcome was counted (none was in flight)';
+  if (refused === 0) {
+    return `none reached the database: the worker dropped ${count(dropped, 'outcome')} itself once it saw its lease deadlines had passed, so the fence had nothing to refuse`;
+  }
+  if (dropped === 0) return `every late write was sent and met the fence: ${count(refused, 'write')} refused`;
+  return `${count(refused, 'late write')} refused by the fence; ${count(dropped, 'outcome')} dropped by the worker itself, seeing its deadline had passed`;
 }
 
 function describeDuplicates(duplicates: DuplicateRuns): string {

@@ -91,7 +91,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const pausedAt = performance.now();
     await waitFor('the pause to end', () => performance.now() - pausedAt >= DEMO_SETTINGS.pauseMs);
     third.resume();
-    display.event('resumed worker 3 (SIGCONT): its late writes meet the fence');
+    display.event(
+      'resumed worker 3 (SIGCONT): its leases expired meanwhile, so none of its late outcomes may land (the report counts them: fenced or dropped)',
+    );
 
     await waitFor('every job to finish', () => progress.finished >= total);
     const elapsedMs = performance.now() - startedAt;

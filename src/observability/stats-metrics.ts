@@ -1,4 +1,4 @@
-import { Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { Leasehold } from '../client.js';
 import type { LeaseholdStats, StatsOptions } from '../operations/stats.js';
 
@@ -8,6 +8,11 @@ export interface StatsMetricsOptions {
   registry?: Registry;
   /** Options passed to `lh.stats()` on each scrape. */
   stats?: StatsOptions;
+  /**
+   * Called when a scrape could not read the stats (the scrape still answers, with
+   * `leasehold_up 0` and no queue series). Default: none.
+   */
+  onError?: (err: unknown) => void;
 }
 
 /** How long one stats read serves the gauges of a scrape. */
@@ -16,7 +21,8 @@ const SHARE_MS = 1000;
 /**
  * Registers the database-derived gauges of `lh.stats()` (pending, running, dead, ages, leases near
  * expiry, lost fences, recent transitions) in a prom-client registry. Each scrape reads the stats
- * once: a bounded, index-served snapshot, safe every few seconds at a 1M-job backlog.
+ * once: a bounded, index-served snapshot, safe every few seconds at a 1M-job backlog. A scrape that
+ * cannot read them answers `leasehold_up 0` (and no queue series) rather than failing.
  */
 export function createStatsMetrics(lh: Leasehold, options: StatsMetricsOptions = {}): Registry {
   const registry = options.registry ?? new Registry();
@@ -25,10 +31,15 @@ export function createStatsMetrics(lh: Leasehold, options: StatsMetricsOptions =
   // that scrape (within a second) share the answer, so a scrape costs one snapshot.
   const read = (): Promise<LeaseholdStats> => {
     if (!current || performance.now() - current.readAt > SHARE_MS) {
-      current = { readAt: performance.now(), stats: lh.stats(options.stats) };
+      const stats = lh.stats(options.stats);
+      // Reported once per read, not once per gauge that shares it.
+      stats.catch((err: unknown) => options.onError?.(err));
+      current = { readAt: performance.now(), stats };
     }
     return current.stats;
   };
+  // Every series below but leasehold_up is left out of a scrape whose read failed.
+  const readOrNull = (): Promise<LeaseholdStats | null> => read().catch(() => null);
   const perQueue = (
     name: string,
     help: string,
@@ -40,9 +51,9 @@ export function createStatsMetrics(lh: Leasehold, options: StatsMetricsOptions =
       labelNames: ['queue'],
       registers: [registry],
       async collect() {
-        const stats = await read();
+        const stats = await readOrNull();
         this.reset();
-        for (const q of stats.queues) {
+        for (const q of stats?.queues ?? []) {
           const value = pick(q);
           if (value !== null) this.set({ queue: q.queue }, value);
         }
@@ -79,15 +90,36 @@ export function createStatsMetrics(lh: Leasehold, options: StatsMetricsOptions =
     'Jobs completed within the stats window',
     (q) => q.completedInWindow,
   );
-  new Gauge<'queue' | 'operation'>({
-    name: 'leasehold_lease_refusals',
-    help: 'Lost-fence attempts counted in the database since the schema was created (a counter kept by PostgreSQL)',
+  new Gauge({
+    name: 'leasehold_up',
+    help: '1 when the last scrape read the queue statistics from the database, 0 when it could not',
+    registers: [registry],
+    async collect() {
+      this.set((await readOrNull()) === null ? 0 : 1);
+    },
+  });
+  new Counter<'queue' | 'operation'>({
+    name: 'leasehold_lease_refusals_total',
+    help: 'Lost-fence attempts counted in the database since the schema was created (kept by PostgreSQL)',
     labelNames: ['queue', 'operation'],
     registers: [registry],
     async collect() {
-      const stats = await read();
+      const stats = await readOrNull();
       this.reset();
-      for (const r of stats.refusals) this.set({ queue: r.queue, operation: r.operation }, r.count);
+      for (const r of stats?.refusals ?? []) this.inc({ queue: r.queue, operation: r.operation }, r.count);
+    },
+  });
+  // The same count as a gauge, under its first name: kept for dashboards and alerts written
+  // against it (use leasehold_lease_refusals_total in new ones).
+  new Gauge<'queue' | 'operation'>({
+    name: 'leasehold_lease_refusals',
+    help: 'Deprecated: the gauge form of leasehold_lease_refusals_total',
+    labelNames: ['queue', 'operation'],
+    registers: [registry],
+    async collect() {
+      const stats = await readOrNull();
+      this.reset();
+      for (const r of stats?.refusals ?? []) this.set({ queue: r.queue, operation: r.operation }, r.count);
     },
   });
   new Gauge<'queue' | 'kind' | 'error_code'>({
@@ -96,9 +128,9 @@ export function createStatsMetrics(lh: Leasehold, options: StatsMetricsOptions =
     labelNames: ['queue', 'kind', 'error_code'],
     registers: [registry],
     async collect() {
-      const stats = await read();
+      const stats = await readOrNull();
       this.reset();
-      for (const t of stats.transitions) {
+      for (const t of stats?.transitions ?? []) {
         this.set({ queue: t.queue, kind: t.kind, error_code: t.errorCode || 'none' }, t.count);
       }
     },
@@ -108,8 +140,9 @@ export function createStatsMetrics(lh: Leasehold, options: StatsMetricsOptions =
     help: 'Width of the window of the *_in_window gauges',
     registers: [registry],
     async collect() {
-      const stats = await read();
-      this.set(stats.windowMs / 1000);
+      const stats = await readOrNull();
+      this.reset();
+      if (stats) this.set(stats.windowMs / 1000);
     },
   });
   return registry;

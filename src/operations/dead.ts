@@ -31,6 +31,12 @@ export interface DeadJobSummary {
   priority: number;
   attemptCount: number;
   maxAttempts: number;
+  /**
+   * The attempts its last failure allowed: `maxAttempts`, or fewer for an unclassified error (the
+   * queue's `unknownErrorAttempts`) or under a queue's cap. Null when not recorded (a lease that
+   * expired on its last attempt, or a death recorded before this version).
+   */
+  attemptBudget: number | null;
   errorCode: string | null;
   errorClass: string | null;
   errorMessage: string | null;
@@ -74,6 +80,7 @@ export async function listDead(
       priority: row.priority,
       attemptCount: row.attempt_count,
       maxAttempts: row.max_attempts,
+      attemptBudget: row.attempt_budget,
       errorCode: row.last_error_code,
       errorClass: row.last_error_class,
       errorMessage: row.last_error_message,

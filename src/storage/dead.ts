@@ -5,9 +5,22 @@ import { defineStatement, type Queryable, run } from './db.js';
 const EXACT_TIME = (column: string) =>
   `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-const DEAD_COLUMNS = `id::text, queue_name, priority, attempt_count, max_attempts, last_error_code,
-         last_error_class, last_error_message, created_at, finished_at,
-         ${EXACT_TIME('finished_at')} AS cursor_at`;
+// Every column is qualified, and so is every ORDER BY term: a bare `id` there would sort by the
+// `id::text` output column (text order: 10 before 9), which the bigint cursor does not follow.
+const DEAD_COLUMNS = `j.id::text, j.queue_name, j.priority, j.attempt_count, j.max_attempts,
+         j.last_error_code, j.last_error_class, j.last_error_message, j.created_at, j.finished_at,
+         ${EXACT_TIME('j.finished_at')} AS cursor_at, budget.attempt_budget`;
+
+// The attempt budget its death recorded (on its latest `dead` event): job_events_job_idx, one
+// short probe per listed job.
+const BUDGET_JOIN = (s: string) => `
+  LEFT JOIN LATERAL (
+    SELECT (e.detail->>'attemptBudget')::int AS attempt_budget
+    FROM ${s}.job_events AS e
+    WHERE e.job_id = j.id AND e.kind = 'dead'
+    ORDER BY e.id DESC
+    LIMIT 1
+  ) AS budget ON true`;
 
 /**
  * DeadJobListByQueue: dead jobs of queue $1, newest death first, keyset-paged by (finished_at, id)
@@ -18,14 +31,14 @@ const DeadJobListByQueue = defineStatement(
   'list_dead_by_queue',
   (s) => `
   SELECT ${DEAD_COLUMNS}
-  FROM ${s}.jobs
-  WHERE queue_name = $1
-    AND finished_at IS NOT NULL
-    AND (finished_at, id) < ($2::timestamptz, $3::bigint)
-    AND finished_at < $4::timestamptz
-    AND status = 'dead'
-    AND ($5::text IS NULL OR last_error_code = $5)
-  ORDER BY finished_at DESC, id DESC
+  FROM ${s}.jobs AS j${BUDGET_JOIN(s)}
+  WHERE j.queue_name = $1
+    AND j.finished_at IS NOT NULL
+    AND (j.finished_at, j.id) < ($2::timestamptz, $3::bigint)
+    AND j.finished_at < $4::timestamptz
+    AND j.status = 'dead'
+    AND ($5::text IS NULL OR j.last_error_code = $5)
+  ORDER BY j.finished_at DESC, j.id DESC
   LIMIT $6`,
 );
 
@@ -34,13 +47,13 @@ const DeadJobList = defineStatement(
   'list_dead',
   (s) => `
   SELECT ${DEAD_COLUMNS}
-  FROM ${s}.jobs
-  WHERE finished_at IS NOT NULL
-    AND (finished_at, id) < ($1::timestamptz, $2::bigint)
-    AND finished_at < $3::timestamptz
-    AND status = 'dead'
-    AND ($4::text IS NULL OR last_error_code = $4)
-  ORDER BY finished_at DESC, id DESC
+  FROM ${s}.jobs AS j${BUDGET_JOIN(s)}
+  WHERE j.finished_at IS NOT NULL
+    AND (j.finished_at, j.id) < ($1::timestamptz, $2::bigint)
+    AND j.finished_at < $3::timestamptz
+    AND j.status = 'dead'
+    AND ($4::text IS NULL OR j.last_error_code = $4)
+  ORDER BY j.finished_at DESC, j.id DESC
   LIMIT $5`,
 );
 
@@ -57,6 +70,7 @@ export interface DeadJobRow {
   created_at: Date;
   finished_at: Date;
   cursor_at: string;
+  attempt_budget: number | null;
 }
 
 /** Where a page starts: below this (finished_at, id); the exact time as ISO text. */

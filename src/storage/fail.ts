@@ -57,14 +57,20 @@ const JobFailMany = defineStatement(
               j.lease_extensions, input.error_code, input.error_class, input.error_message,
               CASE WHEN j.status = 'pending'
                 THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
-              j.concurrency_key, j.holds_key_slot
+              j.concurrency_key, j.holds_key_slot,
+              least(j.max_attempts, coalesce(input.attempt_budget, j.max_attempts)) AS attempt_budget,
+              input.retryable
   ),
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
-                                 claimed_at, lease_extensions, error_code, error_class, message, delay_ms)
+                                 claimed_at, lease_extensions, error_code, error_class, message, delay_ms,
+                                 detail)
     SELECT id, queue_name, CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END, status::text,
            attempt_count, owner, token, claimed_at, lease_extensions, error_code, error_class,
-           error_message, delay_ms
+           error_message, delay_ms,
+           -- The budget that applied (max_attempts, or less for unclassified errors), so "dead at
+           -- 3 of 8 attempts" can say why; and whether the error allowed no retry at all.
+           jsonb_build_object('attemptBudget', attempt_budget, 'permanent', NOT retryable)
     FROM changed
   ),
   ${keySlotsReleaseCte(s, 'changed')},

@@ -8,16 +8,17 @@ export const MAX_HISTORY_EVENTS = 5000;
 /**
  * JobEventList: a job's recorded events, oldest first (id order is the order the statements that
  * wrote them took the job's row lock). Read-only, no locks; served by job_events_job_idx.
+ * The ORDER BY names `e.id`: a bare `id` would sort by the `id::text` output column (10 before 9).
  */
 const JobEventList = defineStatement(
   'list_job_events',
   (s) => `
-  SELECT id::text, job_id::text, queue_name, kind, at, status_after, attempt, lease_owner,
-         lease_token::text, claimed_at, lease_extensions, error_code, error_class, message, delay_ms,
-         actor, reason, detail
-  FROM ${s}.job_events
-  WHERE job_id = $1
-  ORDER BY id
+  SELECT e.id::text, e.job_id::text, e.queue_name, e.kind, e.at, e.status_after, e.attempt,
+         e.lease_owner, e.lease_token::text, e.claimed_at, e.lease_extensions, e.error_code,
+         e.error_class, e.message, e.delay_ms, e.actor, e.reason, e.detail
+  FROM ${s}.job_events AS e
+  WHERE e.job_id = $1
+  ORDER BY e.id
   LIMIT $2`,
 );
 

@@ -3,6 +3,7 @@ import {
   type AdminFlags,
   actorOption,
   addAdminOptions,
+  jobIdArgument,
   print,
   printJson,
   reasonOption,
@@ -20,7 +21,7 @@ export function cancelCommand(): Command {
     .description(
       'cancel a pending or running job (a running job’s worker is fenced out: nothing it writes lands)',
     )
-    .argument('<id>', 'the job id')
+    .argument('<id>', 'the job id', jobIdArgument)
     .addOption(reasonOption())
     .addOption(actorOption());
   addAdminOptions(command);

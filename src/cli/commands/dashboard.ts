@@ -21,7 +21,7 @@ export function dashboardCommand(interrupt: Interrupt): Command {
         'LEASEHOLD_DASHBOARD_TOKEN',
       ),
     );
-  addAdminOptions(command);
+  addAdminOptions(command, { json: false });
   command.addHelpText(
     'after',
     `

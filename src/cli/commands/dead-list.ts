@@ -8,7 +8,7 @@ import {
   printJson,
   withAdminClient,
 } from '../admin.js';
-import { formatTable, formatTime, oneLine } from '../format.js';
+import { BUDGET_NOTE, formatAttempts, formatTable, formatTime, oneLine } from '../format.js';
 
 interface DeadListFlags extends AdminFlags {
   queue?: string;
@@ -51,12 +51,15 @@ Examples:
     const rows = page.jobs.map((job) => [
       job.id,
       job.queueName,
-      `${job.attemptCount}/${job.maxAttempts}`,
+      formatAttempts(job.attemptCount, job.maxAttempts, job.attemptBudget),
       formatTime(job.diedAt),
       job.errorCode ?? '',
       oneLine(job.errorMessage, 60),
     ]);
     print(formatTable(['id', 'queue', 'attempts', 'died', 'code', 'message'], rows));
+    if (page.jobs.some((job) => job.attemptBudget !== null && job.attemptBudget < job.maxAttempts)) {
+      print(`(${BUDGET_NOTE})`);
+    }
     if (page.cursor) print(`more: --cursor ${page.cursor}`);
   });
   return new Command('dead').description('inspect dead jobs').addCommand(list);

@@ -30,7 +30,7 @@ export function demoCommand(interrupt: Interrupt): Command {
       DEMO_SETTINGS.timeoutMs / 1000,
     )
     .option('--json', 'print the summary as JSON on stdout');
-  addConnectionOptions(command, { schema: false });
+  addConnectionOptions(command, { schema: false, embedded: 'default' });
   command.addHelpText(
     'after',
     `

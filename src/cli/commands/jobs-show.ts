@@ -1,8 +1,15 @@
 import { Command } from 'commander';
 import type { JobEvent, JobWithHistory } from '../../index.js';
-import { type AdminFlags, addAdminOptions, print, printJson, withAdminClient } from '../admin.js';
+import {
+  type AdminFlags,
+  addAdminOptions,
+  jobIdArgument,
+  print,
+  printJson,
+  withAdminClient,
+} from '../admin.js';
 import { CliError } from '../errors.js';
-import { formatDuration, formatTable, formatTime, oneLine } from '../format.js';
+import { deathBudget, formatAttempts, formatDuration, formatTable, formatTime, oneLine } from '../format.js';
 
 interface ShowFlags extends AdminFlags {
   payload?: boolean;
@@ -12,7 +19,7 @@ interface ShowFlags extends AdminFlags {
 export function jobsCommand(): Command {
   const show = new Command('show')
     .description('show a job and its history: every attempt, who held it, how it ended')
-    .argument('<id>', 'the job id')
+    .argument('<id>', 'the job id', jobIdArgument)
     .option('--payload', 'include the payload (left out by default: it may hold personal data)');
   addAdminOptions(show);
   show.addHelpText(
@@ -35,7 +42,7 @@ Examples:
 function describeJob(job: JobWithHistory, withPayload: boolean): string {
   const lines = [
     `job ${job.id} in queue ${job.queueName}: ${job.status}`,
-    `  attempts ${job.attemptCount} of ${job.maxAttempts}, priority ${job.priority}`,
+    `  attempts ${formatAttempts(job.attemptCount, job.maxAttempts, job.status === 'dead' ? deathBudget(job.history) : null)}, priority ${job.priority}`,
     `  created ${formatTime(job.createdAt)}, available ${formatTime(job.availableAt)}${
       job.finishedAt ? `, finished ${formatTime(job.finishedAt)}` : ''
     }`,

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Command } from 'commander';
 import { createStatsMetrics } from '../../index.js';
 import { type AdminFlags, addAdminOptions, positiveInt, withAdminClient } from '../admin.js';
+import { describeError } from '../errors.js';
 import type { Interrupt } from '../interrupt.js';
 import { note } from '../log.js';
 
@@ -19,7 +20,7 @@ export function metricsCommand(interrupt: Interrupt): Command {
     )
     .option('--port <n>', 'port to listen on', positiveInt, 9464)
     .option('--host <address>', 'address to bind (0.0.0.0 for a scraper on another host)', '127.0.0.1');
-  addAdminOptions(command);
+  addAdminOptions(command, { json: false });
   command.addHelpText(
     'after',
     `
@@ -33,7 +34,9 @@ Examples:
   );
   command.action(async (flags: MetricsFlags) => {
     await withAdminClient(flags, async (lh) => {
-      const registry = createStatsMetrics(lh);
+      const registry = createStatsMetrics(lh, {
+        onError: (err) => note(`metrics: could not read the queue statistics: ${describeError(err)}`),
+      });
       const server = createServer((req, res) => {
         if (req.method !== 'GET' || (req.url ?? '/').split('?')[0] !== '/metrics') {
           res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found; try /metrics\n');
@@ -43,7 +46,9 @@ Examples:
           (text) => res.writeHead(200, { 'Content-Type': registry.contentType }).end(text),
           (err: unknown) => {
             note(`metrics: ${err instanceof Error ? err.message : String(err)}`);
-            res.writeHead(503, { 'Content-Type': 'text/plain' }).end('the database did not answer\n');
+            res
+              .writeHead(503, { 'Content-Type': 'text/plain' })
+              .end('could not read the queue statistics (the reason is in the metrics process log)\n');
           },
         );
       });

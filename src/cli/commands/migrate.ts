@@ -3,10 +3,12 @@ import { Leasehold, type MigrateResult } from '../../index.js';
 import {
   addConnectionOptions,
   type ConnectionFlags,
-  givenDatabaseUrl,
+  chosenDatabase,
+  databaseUrlOf,
   withDatabase,
   withOfflineClient,
 } from '../connection.js';
+import { explainDatabaseError } from '../database-errors.js';
 import type { Interrupt } from '../interrupt.js';
 import { note } from '../log.js';
 
@@ -41,14 +43,17 @@ export function migrateCommand(interrupt: Interrupt): Command {
     `
 Examples:
   $ leasehold migrate --database-url postgres://app:secret@localhost:5432/app
-  $ DATABASE_URL=postgres://localhost/app leasehold migrate --schema jobs --json`,
+  $ DATABASE_URL=postgres://localhost/app leasehold migrate --schema jobs --json
+  $ leasehold migrate --embedded   (a throwaway PostgreSQL, discarded on exit: to try it out)`,
   );
   command.action(async (flags: MigrateFlags) => {
     const schema = flags.schema ?? 'leasehold';
     await withOfflineClient(schema, () => undefined);
-    const result = await withDatabase(givenDatabaseUrl(flags), interrupt, (connectionString) =>
+    const result = await withDatabase(databaseUrlOf(chosenDatabase(flags)), interrupt, (connectionString) =>
       migrateSchema(connectionString, schema),
-    );
+    ).catch((err: unknown) => {
+      throw explainDatabaseError(err, schema);
+    });
     // On stderr, so --json output stays one object: e.g. roles this user could not create.
     for (const notice of result.notices) note(notice);
     process.stdout.write(

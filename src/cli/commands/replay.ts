@@ -6,6 +6,7 @@ import {
   actorOption,
   addAdminOptions,
   isoTime,
+  jobIdList,
   positiveInt,
   print,
   printJson,
@@ -33,7 +34,7 @@ export function replayCommand(interrupt: Interrupt): Command {
     .description(
       'return dead jobs to pending with the same id and a fresh attempt budget, keeping their history',
     )
-    .argument('[ids...]', 'job ids to replay (all must be dead, or nothing is replayed)')
+    .argument('[ids...]', 'job ids to replay (all must be dead, or nothing is replayed)', jobIdList)
     .option('--queue <name>', 'replay the dead jobs of this queue')
     .option('--error-code <code>', 'replay the dead jobs that died with this error code')
     .option('--since <time>', 'replay the dead jobs that died at or after this ISO 8601 time', isoTime)

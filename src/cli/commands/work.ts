@@ -3,10 +3,12 @@ import { Leasehold, WORKER_DEFAULTS, type Worker } from '../../index.js';
 import {
   addConnectionOptions,
   type ConnectionFlags,
-  givenDatabaseUrl,
+  chosenDatabase,
+  databaseUrlOf,
   withDatabase,
   withOfflineClient,
 } from '../connection.js';
+import { explainDatabaseError } from '../database-errors.js';
 import { CliError } from '../errors.js';
 import type { Interrupt } from '../interrupt.js';
 import { note } from '../log.js';
@@ -79,9 +81,11 @@ Example:
     await withOfflineClient(schema, (lh) =>
       lh.worker({ ...module.options, queues: module.queues, handleSignals: false }),
     );
-    await withDatabase(givenDatabaseUrl(flags), interrupt, (connectionString) =>
+    await withDatabase(databaseUrlOf(chosenDatabase(flags)), interrupt, (connectionString) =>
       runWorker(module, connectionString, schema, interrupt),
-    );
+    ).catch((err: unknown) => {
+      throw explainDatabaseError(err, schema);
+    });
   });
   return command;
 }
