@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../src/embedded.js';
 import { type CliProcessResult, usePrivateCli } from './support/cli-build.js';
@@ -129,6 +130,36 @@ describe('leasehold dashboard', () => {
     await waitFor(() => run.stderr().includes('dashboard at'), { what: 'the dashboard' });
     expect(run.stderr()).toContain(`dashboard at http://127.0.0.1:${port}/\n`);
     expect((await fetch(`http://127.0.0.1:${port}/api/overview`)).status).toBe(200);
+    run.child.kill('SIGTERM');
+    expect((await run.exited).code).toBe(0);
+  });
+});
+
+describe('leasehold metrics on loopback', () => {
+  it('refuses a Host it was not started for (a rebound name), and serves its own', async () => {
+    const lh = await migratedClient();
+    const port = await freePort();
+    const run = startCli([
+      'metrics',
+      '--port',
+      String(port),
+      '--database-url',
+      databaseUrl(),
+      '--schema',
+      lh.schema,
+    ]);
+    await waitFor(() => run.stderr().includes('serving metrics at'), { what: 'the metrics server' });
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port, path: '/metrics', headers: { host } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await status(`evil.example:${port}`)).toBe(421);
+    expect(await status(`localhost:${port}`)).toBe(200);
     run.child.kill('SIGTERM');
     expect((await run.exited).code).toBe(0);
   });

@@ -93,9 +93,10 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
         'Set-Cookie',
         `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure}`,
       );
-      if (req.method === 'GET' && url.searchParams.has('token')) {
+      if (req.method === 'GET' && url.searchParams.has('token') && !url.pathname.startsWith('/api/')) {
         // The token now rides in the cookie: send the browser to the same page without it, so it
-        // stays out of the history, the address bar and any screenshot.
+        // stays out of the history, the address bar and any screenshot. (A script calling the API
+        // with ?token= keeps its answer: it has no cookie jar to follow a redirect with.)
         url.searchParams.delete('token');
         res.writeHead(303, { Location: `${url.pathname}${url.search}` });
         res.end();
