@@ -179,11 +179,7 @@ export class Leasehold {
     }
     if (!this.preparedStatements) runUnnamedOnPool(this.pool);
     if (defaults.listenConnectionString !== undefined) {
-      // A direct connection (never a pooler's): it may carry the pinned search_path.
-      this.listenConnection = {
-        connectionString: defaults.listenConnectionString,
-        ...pinnedSearchPath(true),
-      };
+      this.listenConnection = { connectionString: defaults.listenConnectionString };
     } else {
       this.listenConnection = (this.pool as pg.Pool & { options: pg.ClientConfig }).options;
     }

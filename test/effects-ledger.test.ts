@@ -11,7 +11,7 @@ describe('the effects ledger', () => {
     const pool = testPool(2);
     const { id } = await lh.enqueue('ledger', {});
     const [first] = await lh.claim({ queue: 'ledger', owner: 'w1' });
-    expect(await beginEffect(pool, lh.schema, first!, 'charge', 'k')).toMatchObject({
+    expect(await beginEffect(lh.pool, lh.schema, first!, 'charge', 'k')).toMatchObject({
       held: true,
       recorded: true,
       uncertain: false,
@@ -22,7 +22,7 @@ describe('the effects ledger', () => {
     expect(await lh.recoverExpired()).toEqual({ retried: 1, dead: 0 });
     const [second] = await lh.claim({ queue: 'ledger', owner: 'w2' });
     expect(second?.attempt).toBe(2);
-    expect(await beginEffect(pool, lh.schema, second!, 'charge', 'k')).toMatchObject({
+    expect(await beginEffect(lh.pool, lh.schema, second!, 'charge', 'k')).toMatchObject({
       held: true,
       recorded: false,
       uncertain: true,
@@ -33,8 +33,8 @@ describe('the effects ledger', () => {
     );
     expect(rows).toEqual([{ attempt: 1, lease_token: first!.token }]);
     // A result recorded under the current lease is what every later begin returns.
-    expect(await recordEffectResult(pool, lh.schema, second!, 'charge', '{"ok":true}')).toBe(true);
-    expect(await beginEffect(pool, lh.schema, second!, 'charge', 'k')).toMatchObject({
+    expect(await recordEffectResult(lh.pool, lh.schema, second!, 'charge', '{"ok":true}')).toBe(true);
+    expect(await beginEffect(lh.pool, lh.schema, second!, 'charge', 'k')).toMatchObject({
       held: true,
       recorded: false,
       hasResult: true,
@@ -47,11 +47,11 @@ describe('the effects ledger', () => {
     const pool = testPool(2);
     const { id } = await lh.enqueue('ledger', {});
     const [first] = await lh.claim({ queue: 'ledger', owner: 'w1' });
-    expect((await beginEffect(pool, lh.schema, first!, 'charge', 'k')).recorded).toBe(true);
+    expect((await beginEffect(lh.pool, lh.schema, first!, 'charge', 'k')).recorded).toBe(true);
     await expireLease(pool, lh.schema, id);
     await lh.recoverExpired();
     await lh.claim({ queue: 'ledger', owner: 'w2' });
-    expect(await recordEffectResult(pool, lh.schema, first!, 'charge', '{"stale":true}')).toBe(false);
+    expect(await recordEffectResult(lh.pool, lh.schema, first!, 'charge', '{"stale":true}')).toBe(false);
     const { rows } = await pool.query(
       `SELECT result FROM "${lh.schema}".job_effects WHERE job_id = $1 AND name = 'charge'`,
       [id],

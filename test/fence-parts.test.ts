@@ -18,8 +18,8 @@ async function attempt(lh: Leasehold, op: Operation, lease: Lease): Promise<bool
   if (op === 'complete') return lh.complete(lease);
   if (op === 'fail') return (await lh.fail(lease, new Error('no'), { retryable: true })) !== 'lost';
   // The effects ledger's own fence (storage/effects.ts): an intent recorded only under the lease.
-  if (op === 'effect') return (await beginEffect(testPool(1), lh.schema, lease, 'charge', 'key-1')).held;
-  const accepted = await snoozeJobs(testPool(1), lh.schema, [{ ...lease, delayMs: 1000 }]);
+  if (op === 'effect') return (await beginEffect(lh.pool, lh.schema, lease, 'charge', 'key-1')).held;
+  const accepted = await snoozeJobs(lh.pool, lh.schema, [{ ...lease, delayMs: 1000 }]);
   return accepted.has(lease.jobId);
 }
 
