@@ -25,6 +25,12 @@ export function invariants(facts, run) {
     rule('jobs stuck (pending or running after the drain)', jobs.stuck, '= 0', jobs.stuck === 0),
     rule('jobs dead (no handler here fails for good)', jobs.dead, '= 0', jobs.dead === 0),
     rule(
+      'acknowledged jobs that ended neither succeeded nor dead (cancelled, or a status unknown here)',
+      jobs.other,
+      '= 0',
+      jobs.other === 0,
+    ),
+    rule(
       'stale completions accepted',
       stale.later_claim_ran + stale.claim_already_ended,
       '= 0',

@@ -61,6 +61,7 @@ import { type FailOutcome, failJobs } from './storage/fail.js';
 import { extendLeases } from './storage/heartbeat.js';
 import { type Job, type RefusalCount, readJob, readRefusals } from './storage/read.js';
 import { recoverExpiredLeases } from './storage/recover.js';
+import { pinnedSearchPath } from './storage/search-path.js';
 import {
   assertClaimId,
   assertInt,
@@ -169,6 +170,7 @@ export class Leasehold {
         connectionString,
         max: optionalInt(options.poolSize, 'poolSize', 1, 1000, 10),
         application_name: 'leasehold',
+        ...pinnedSearchPath(this.preparedStatements),
       });
       // An idle client losing its connection (a server restart) must not crash the process;
       // the next query on a fresh connection reports the error where it can be handled.

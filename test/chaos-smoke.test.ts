@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { assertFreshDist } from './support/fresh-dist.js';
 
 // The smoke version of `npm run chaos` (chaos/main.mjs, on the built dist/): a small run with the
 // faults that matter most, judged by the harness's own checker. It starts its own PostgreSQL (it
@@ -48,6 +49,9 @@ function runChaos(args: string[]): Promise<{ code: number | null; output: string
 }
 
 describe('chaos smoke run', () => {
+  // chaos/main.mjs runs the built package: refuse to test a build older than the sources.
+  beforeAll(() => assertFreshDist());
+
   it('through kills, a pause past the lease, cut connections, a PostgreSQL crash and racing sweeps, every invariant holds and the faults really bit', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'leasehold-chaos-smoke-'));
     const jsonPath = join(dir, 'result.json');

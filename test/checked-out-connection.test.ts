@@ -15,7 +15,9 @@ afterEach(() => {
 });
 
 // Holds an exclusive lock on `table` so that the next statement touching it waits; then terminates
-// the backend (of application `leasehold`) that waits for it, and releases the lock.
+// the backend (of application `leasehold`) that waits for it, and releases the lock. Only a backend
+// whose statement names this file's schema: the server is shared with other test files, whose own
+// lock waits (concurrent migrations) are not this test's to terminate.
 async function terminateWhileBlocked(pool: pg.Pool, table: string, start: () => Promise<unknown>) {
   const locker = await pool.connect();
   await locker.query('BEGIN');
@@ -29,7 +31,9 @@ async function terminateWhileBlocked(pool: pg.Pool, table: string, start: () => 
       (
         await pool.query(
           `SELECT pid FROM pg_stat_activity
-           WHERE application_name = 'leasehold' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`,
+           WHERE application_name = 'leasehold' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()
+             AND position($1 in query) > 0`,
+          [table.split('.')[0]],
         )
       ).rows[0]?.pid as number | undefined,
     { what: 'the statement to wait on the lock' },

@@ -127,7 +127,7 @@ describe('leases and fencing', () => {
     expect(await lh.complete(lease!)).toBe(true);
   });
 
-  it('recovery never touches a job that was completed or renewed after its lease looked expired', async () => {
+  it('recovery moves only the lapsed lease of a batch, not the renewed or completed ones', async () => {
     const lh = await migratedClient();
     const pool = testPool();
     const { ids } = await lh.enqueueMany('race', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
@@ -139,6 +139,43 @@ describe('leases and fencing', () => {
     expect(await lh.complete(byId.get(ids[1]!)!)).toBe(true);
     expect(await lh.recoverExpired()).toEqual({ retried: 1, dead: 0 });
     expect(await countByStatus(pool, lh.schema)).toEqual({ running: 1, succeeded: 1, pending: 1 });
+  });
+
+  it('recovery skips a row held by a renewal in flight instead of waiting, and the renewal stands', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(3);
+    const { ids } = await lh.enqueueMany('race', [{ payload: 'renewed' }, { payload: 'lapsed' }]);
+    const leases = await lh.claim({ queue: 'race', owner: 'w', limit: 2, leaseMs: 60_000 });
+    const renewed = leases.find((l) => l.jobId === ids[0])!;
+    await expireLease(pool, lh.schema, ids[0]!);
+    await expireLease(pool, lh.schema, ids[1]!);
+    // A renewal in flight: its transaction holds the row and has moved the expiry on, uncommitted,
+    // so every snapshot the sweep can take still shows the lease as expired.
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(
+        `UPDATE "${lh.schema}".jobs SET lease_expires_at = now() + interval '60 seconds' WHERE id = $1`,
+        [ids[0]],
+      );
+      // The sweep runs while the row is held: it must pass over it (SKIP LOCKED), not wait on it,
+      // and still recover the other lapsed lease.
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<'waited'>((resolve) => {
+        timer = setTimeout(() => resolve('waited'), 15_000);
+      });
+      const swept = await Promise.race([lh.recoverExpired(), waited]);
+      clearTimeout(timer);
+      expect(swept, 'the sweep waited on a row held by a renewal').toEqual({ retried: 1, dead: 0 });
+      await holder.query('COMMIT');
+    } finally {
+      holder.release();
+    }
+    // The renewal committed: the lease is live again, and no later sweep touches it.
+    expect(await lh.recoverExpired()).toEqual({ retried: 0, dead: 0 });
+    expect(await lh.getJob(ids[0]!)).toMatchObject({ status: 'running', leaseOwner: 'w' });
+    expect(await lh.complete(renewed)).toBe(true);
+    expect(await countByStatus(pool, lh.schema)).toEqual({ succeeded: 1, pending: 1 });
   });
 
   it('recovers a large set of expired leases in bounded batches, from several sweeps at once', async () => {

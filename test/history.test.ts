@@ -136,12 +136,25 @@ describe('job history', () => {
       Array.from({ length: 6 }, (_, i) => ({ payload: i })),
     );
     const gate = deferred();
+    const entered = deferred();
     const worker = lh.worker({
-      queues: { buffered: { concurrency: 1, prefetch: 5, handler: () => gate.promise } },
+      queues: {
+        buffered: {
+          concurrency: 1,
+          prefetch: 5,
+          handler: () => {
+            entered.resolve();
+            return gate.promise;
+          },
+        },
+      },
       shutdownTimeoutMs: 5000,
     });
     await started(worker);
     await waitFor(async () => (await countByStatus(pool, lh.schema)).running === 6, { what: '6 leases' });
+    // Six leases can be held before the first handler has begun: stop only once it has, so exactly
+    // the five prefetched jobs are the unstarted ones.
+    await entered.promise;
     const stopping = worker.stop();
     gate.resolve();
     await stopping;

@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../src/embedded.js';
 import { type CliProcessResult, usePrivateCli } from './support/cli-build.js';
@@ -103,11 +104,103 @@ describe('leasehold dashboard', () => {
     const port = await freePort();
     const run = startCli(['dashboard', '--port', String(port), ...conn]);
     await waitFor(() => run.stderr().includes('dashboard at'), { what: 'the dashboard' });
-    expect(run.stderr()).toContain(`dashboard at http://127.0.0.1:${port}/`);
-    const overview = (await (await fetch(`http://127.0.0.1:${port}/api/overview`)).json()) as {
-      queues: unknown[];
-    };
+    // A fresh token by default (another user of the machine reaches loopback too), shown once.
+    const shown = new RegExp(
+      `dashboard at http://127\\.0\\.0\\.1:${port}/\\?token=([A-Za-z0-9_-]{32})\n`,
+    ).exec(run.stderr());
+    expect(shown, run.stderr()).not.toBeNull();
+    const token = (shown as RegExpExecArray)[1] as string;
+    expect((await fetch(`http://127.0.0.1:${port}/api/overview`)).status).toBe(401);
+    const overview = (await (
+      await fetch(`http://127.0.0.1:${port}/api/overview`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as { queues: unknown[] };
     expect(overview.queues).toEqual([expect.objectContaining({ queue: 'shown', pending: 1 })]);
+    run.child.kill('SIGTERM');
+    expect((await run.exited).code).toBe(0);
+  });
+
+  it('serves loopback without a token only when told --no-token, and never another host so', async () => {
+    const lh = await migratedClient();
+    const conn = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    const refused = await runCli(['dashboard', '--no-token', '--host', '0.0.0.0', ...conn]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/must require a token \(--token\)/);
+    const port = await freePort();
+    const run = startCli(['dashboard', '--no-token', '--port', String(port), ...conn]);
+    await waitFor(() => run.stderr().includes('dashboard at'), { what: 'the dashboard' });
+    expect(run.stderr()).toContain(`dashboard at http://127.0.0.1:${port}/\n`);
+    expect((await fetch(`http://127.0.0.1:${port}/api/overview`)).status).toBe(200);
+    run.child.kill('SIGTERM');
+    expect((await run.exited).code).toBe(0);
+  });
+});
+
+describe('leasehold metrics on loopback', () => {
+  it('refuses a Host it was not started for (a rebound name), and serves its own', async () => {
+    const lh = await migratedClient();
+    const port = await freePort();
+    const run = startCli([
+      'metrics',
+      '--port',
+      String(port),
+      '--database-url',
+      databaseUrl(),
+      '--schema',
+      lh.schema,
+    ]);
+    await waitFor(() => run.stderr().includes('serving metrics at'), { what: 'the metrics server' });
+    const status = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest({ host: '127.0.0.1', port, path: '/metrics', headers: { host } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    expect(await status(`evil.example:${port}`)).toBe(421);
+    expect(await status(`localhost:${port}`)).toBe(200);
+    run.child.kill('SIGTERM');
+    expect((await run.exited).code).toBe(0);
+  });
+});
+
+describe('leasehold metrics off loopback', () => {
+  it('refuses to start on another address without a token, and wants the bearer token there', async () => {
+    const lh = await migratedClient();
+    const conn = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    const refused = await runCli([
+      'metrics',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      String(await freePort()),
+      ...conn,
+    ]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/must require a token \(--token\)/);
+    const port = await freePort();
+    const run = startCli([
+      'metrics',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      String(port),
+      '--token',
+      'scrape-secret',
+      ...conn,
+    ]);
+    await waitFor(() => run.stderr().includes('serving metrics at'), { what: 'the metrics server' });
+    expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(401);
+    const wrong = await fetch(`http://127.0.0.1:${port}/metrics`, {
+      headers: { authorization: 'Bearer nope' },
+    });
+    expect(wrong.status).toBe(401);
+    const scraped = await fetch(`http://127.0.0.1:${port}/metrics`, {
+      headers: { authorization: 'Bearer scrape-secret' },
+    });
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain('leasehold_queue_pending_jobs');
     run.child.kill('SIGTERM');
     expect((await run.exited).code).toBe(0);
   });

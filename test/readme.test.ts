@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseUrl, testPool } from './support/db.js';
+import { assertFreshDist } from './support/fresh-dist.js';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -24,6 +25,8 @@ describe('README examples', () => {
   let url = '';
 
   beforeAll(async () => {
+    // The examples import the built package: refuse to test a build older than the sources.
+    assertFreshDist();
     await testPool(1).query(`CREATE DATABASE ${database}`);
     const parsed = new URL(databaseUrl());
     parsed.pathname = `/${database}`;

@@ -1,14 +1,20 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Leasehold } from '../client.js';
 import { isLeaseholdError, ValidationError } from '../errors.js';
 import { dashboardPage } from './page.js';
 import {
+  allowedHosts,
+  cutText,
+  hostAllowed,
   isLoopback,
   isSameOriginAction,
+  originAllowed,
   presentedToken,
   randomToken,
   sameSecret,
+  servedOverTls,
   TOKEN_COOKIE,
 } from './security.js';
 import { ThroughputHistory } from './throughput.js';
@@ -23,6 +29,16 @@ export interface DashboardOptions {
   token?: string;
   /** Recorded as the actor of replays and cancels (default `dashboard`). */
   actor?: string;
+  /**
+   * More `Host` names the dashboard answers to (e.g. `queue.example.com`, or `queue.example.com:443`
+   * behind a proxy), besides the loopback names and the bound address. Any other `Host` gets 421 and
+   * any other `Origin` 403, so a name rebound to this address (DNS rebinding) reaches nothing.
+   */
+  allowedHosts?: readonly string[];
+  /** Trust `X-Forwarded-Proto` from a proxy in front (only then does it mark the cookie `Secure`). */
+  trustProxy?: boolean;
+  /** Serve HTTPS with this key and certificate (PEM); the token cookie is then `Secure`. */
+  tls?: { key: string | Buffer; cert: string | Buffer };
 }
 
 /** A running dashboard. */
@@ -51,9 +67,13 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
   const csrf = randomToken();
   const actor = options.actor ?? 'dashboard';
   const throughput = new ThroughputHistory();
-  const server = createServer((req, res) => {
+  const trustProxy = options.trustProxy === true;
+  // Filled in once listening (the port may be picked by the system); no request arrives before.
+  let hosts: ReadonlySet<string> = new Set();
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((err: unknown) => sendError(res, err));
-  });
+  };
+  const server = options.tls ? createTlsServer(options.tls, listener) : createServer(listener);
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
@@ -61,14 +81,27 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
     res.setHeader('X-Content-Type-Options', 'nosniff');
     res.setHeader('X-Frame-Options', 'DENY');
     res.setHeader('Referrer-Policy', 'no-referrer');
+    // Before anything else: a name this server was not started for is a rebound name or a mistake.
+    if (!hostAllowed(req, hosts)) return sendJson(res, 421, { error: 'unknown Host' });
+    if (!originAllowed(req, hosts)) return sendJson(res, 403, { error: 'cross-site request refused' });
     if (token) {
       const given = presentedToken(req, url);
       if (!sameSecret(given, token)) return sendJson(res, 401, { error: 'a valid token is required' });
       // Keep the token in a cookie so links and the page's own requests carry it.
+      const secure = servedOverTls(req, trustProxy) ? '; Secure' : '';
       res.setHeader(
         'Set-Cookie',
-        `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/`,
+        `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure}`,
       );
+      if (req.method === 'GET' && url.searchParams.has('token') && !url.pathname.startsWith('/api/')) {
+        // The token now rides in the cookie: send the browser to the same page without it, so it
+        // stays out of the history, the address bar and any screenshot. (A script calling the API
+        // with ?token= keeps its answer: it has no cookie jar to follow a redirect with.)
+        url.searchParams.delete('token');
+        res.writeHead(303, { Location: `${url.pathname}${url.search}` });
+        res.end();
+        return;
+      }
     }
     const path = url.pathname;
     if (req.method === 'GET') {
@@ -95,7 +128,7 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
       const body = await readJson(req);
       const reason =
         typeof body.reason === 'string' && body.reason.trim()
-          ? body.reason.trim().slice(0, 1000)
+          ? cutText(body.reason.trim(), 1000)
           : 'from the dashboard';
       const id = action[1] as string;
       if (action[2] === 'replay') {
@@ -151,9 +184,10 @@ export async function startDashboard(lh: Leasehold, options: DashboardOptions = 
     });
   });
   const address = server.address() as AddressInfo;
+  hosts = allowedHosts(host, address.port, options.allowedHosts ?? []);
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {
-    url: `http://${shownHost}:${address.port}`,
+    url: `${options.tls ? 'https' : 'http'}://${shownHost}:${address.port}`,
     close: () => closeServer(server),
   };
 }

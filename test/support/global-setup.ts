@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../src/embedded.js';
+import { dropUnusedRoles, existingRoles, GROUP_ROLES } from './cluster-roles.js';
 import { startPgBouncer } from './pgbouncer.js';
 
 declare module 'vitest' {
@@ -34,6 +35,17 @@ export default async function setup(project: TestProject): Promise<() => Promise
       const server = await startEmbeddedPostgres({ settings: { max_connections: '300' } });
       stops.push(() => server.stop());
       direct = server.connectionString;
+    } else {
+      // A shared server outlives the run: the cluster-wide group roles the migrations create are
+      // dropped at the end if this run created them and no schema on the server still uses them.
+      const url = direct;
+      const before = new Set(await existingRoles(url, GROUP_ROLES));
+      stops.push(async () => {
+        await dropUnusedRoles(
+          url,
+          GROUP_ROLES.filter((role) => !before.has(role)),
+        );
+      });
     }
     let url = direct;
     const pooled = process.env.LEASEHOLD_TEST_PGBOUNCER === '1';

@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { Command, Option } from 'commander';
+import { isLoopback } from '../../dashboard/security.js';
 import { startDashboard } from '../../index.js';
 import { type AdminFlags, addAdminOptions, positiveInt, withAdminClient } from '../admin.js';
 import type { Interrupt } from '../interrupt.js';
@@ -7,7 +9,10 @@ import { note } from '../log.js';
 interface DashboardFlags extends AdminFlags {
   port: number;
   host: string;
-  token?: string;
+  /** The secret, or false for `--no-token` (loopback only). */
+  token?: string | false;
+  allowHost: string[];
+  trustProxy?: boolean;
 }
 
 /** `leasehold dashboard`: the web dashboard (queues, jobs, dead jobs with replay and cancel). */
@@ -17,10 +22,19 @@ export function dashboardCommand(interrupt: Interrupt): Command {
     .option('--port <n>', 'port to listen on', positiveInt, 8080)
     .option('--host <address>', 'address to bind; anything but loopback requires --token', '127.0.0.1')
     .addOption(
-      new Option('--token <secret>', 'access token required on every request').env(
-        'LEASEHOLD_DASHBOARD_TOKEN',
-      ),
-    );
+      new Option(
+        '--token <secret>',
+        'access token required on every request (default: a random one, shown once in the URL)',
+      ).env('LEASEHOLD_DASHBOARD_TOKEN'),
+    )
+    .option('--no-token', 'serve loopback without a token (every local user can then act)')
+    .option(
+      '--allow-host <name>',
+      'another Host name to answer to, e.g. behind a proxy (repeatable)',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
+    .option('--trust-proxy', 'trust X-Forwarded-Proto from a proxy in front (marks the cookie Secure)');
   addAdminOptions(command, { json: false });
   command.addHelpText(
     'after',
@@ -29,17 +43,29 @@ Replays and cancels are recorded in each job's history with the actor "dashboard
 
 Examples:
   $ leasehold dashboard
-  $ LEASEHOLD_DASHBOARD_TOKEN=$(openssl rand -hex 16) leasehold dashboard --host 0.0.0.0
-    (then open http://<host>:8080/?token=<the token> once; a cookie keeps it)`,
+    (open the URL it prints once: it carries a fresh token, which a cookie then keeps)
+  $ LEASEHOLD_DASHBOARD_TOKEN=$(openssl rand -hex 16) leasehold dashboard --host 0.0.0.0 \\
+      --allow-host queue.example.com
+    (then open http://queue.example.com:8080/?token=<the token> once; a cookie keeps it)`,
   );
   command.action(async (flags: DashboardFlags) => {
     await withAdminClient(flags, async (lh) => {
+      // A token by default on loopback: another user of this machine can reach it too. Anywhere
+      // else the operator must choose one (a secret printed to a log is not one to expose widely).
+      const generated =
+        flags.token === undefined && isLoopback(flags.host)
+          ? randomBytes(24).toString('base64url')
+          : undefined;
+      const token = generated ?? (flags.token || undefined);
       const dashboard = await startDashboard(lh, {
         port: flags.port,
         host: flags.host,
-        ...(flags.token && { token: flags.token }),
+        allowedHosts: flags.allowHost,
+        ...(flags.trustProxy && { trustProxy: true }),
+        ...(token && { token }),
       });
-      note(`dashboard at ${dashboard.url}/`);
+      // A generated token is shown once, in the URL to open; a given one is the operator's already.
+      note(`dashboard at ${dashboard.url}/${generated ? `?token=${generated}` : ''}`);
       await interrupt.wait();
       await dashboard.close();
     });

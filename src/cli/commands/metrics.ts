@@ -1,6 +1,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
+import { allowedHosts, hostAllowed, isLoopback, sameSecret } from '../../dashboard/security.js';
+import { ValidationError } from '../../errors.js';
 import { createStatsMetrics } from '../../index.js';
 import { type AdminFlags, addAdminOptions, positiveInt, withAdminClient } from '../admin.js';
 import { describeError } from '../errors.js';
@@ -10,6 +12,7 @@ import { note } from '../log.js';
 interface MetricsFlags extends AdminFlags {
   port: number;
   host: string;
+  token?: string;
 }
 
 /** `leasehold metrics`: serves the database gauges of `lh.stats()` at /metrics for Prometheus. */
@@ -19,7 +22,16 @@ export function metricsCommand(interrupt: Interrupt): Command {
       'serve the queue gauges (pending, running, dead, ages, lost fences) at /metrics for Prometheus',
     )
     .option('--port <n>', 'port to listen on', positiveInt, 9464)
-    .option('--host <address>', 'address to bind (0.0.0.0 for a scraper on another host)', '127.0.0.1');
+    .option(
+      '--host <address>',
+      'address to bind (0.0.0.0 for a scraper on another host; anything but loopback requires --token)',
+      '127.0.0.1',
+    )
+    .addOption(
+      new Option('--token <secret>', 'bearer token a scrape must send (Authorization: Bearer)').env(
+        'LEASEHOLD_METRICS_TOKEN',
+      ),
+    );
   addAdminOptions(command, { json: false });
   command.addHelpText(
     'after',
@@ -30,14 +42,32 @@ the worker process itself.
 
 Examples:
   $ leasehold metrics --port 9464
-  $ curl -s localhost:9464/metrics | grep oldest_claimable`,
+  $ curl -s localhost:9464/metrics | grep oldest_claimable
+  $ LEASEHOLD_METRICS_TOKEN=$(openssl rand -hex 16) leasehold metrics --host 0.0.0.0
+    (Prometheus: authorization: { credentials: <the token> } in the scrape config)`,
   );
   command.action(async (flags: MetricsFlags) => {
+    const token = flags.token;
+    if (!isLoopback(flags.host) && !token) {
+      // Queue names and backlog sizes are not for anyone on the network to read.
+      throw new ValidationError('token', `metrics bound to ${flags.host} must require a token (--token)`);
+    }
     await withAdminClient(flags, async (lh) => {
       const registry = createStatsMetrics(lh, {
         onError: (err) => note(`metrics: could not read the queue statistics: ${describeError(err)}`),
       });
+      let hosts: ReadonlySet<string> = new Set();
       const server = createServer((req, res) => {
+        // A page on a name rebound to this address sends its own Host: refuse it (DNS rebinding).
+        if (isLoopback(flags.host) && !hostAllowed(req, hosts)) {
+          res.writeHead(421, { 'Content-Type': 'text/plain' }).end('unknown Host\n');
+          return;
+        }
+        const auth = req.headers.authorization;
+        if (token && !sameSecret(auth?.startsWith('Bearer ') ? auth.slice(7) : undefined, token)) {
+          res.writeHead(401, { 'Content-Type': 'text/plain' }).end('a valid bearer token is required\n');
+          return;
+        }
         if (req.method !== 'GET' || (req.url ?? '/').split('?')[0] !== '/metrics') {
           res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found; try /metrics\n');
           return;
@@ -57,6 +87,7 @@ Examples:
         server.listen(flags.port, flags.host, resolve);
       });
       const { address, port } = server.address() as AddressInfo;
+      hosts = allowedHosts(flags.host, port);
       note(`serving metrics at http://${address}:${port}/metrics`);
       await interrupt.wait();
       await new Promise<void>((resolve) => {

@@ -1,0 +1,47 @@
+import pg from 'pg';
+
+/** The cluster-wide group roles migration 006 creates on the server the tests use. */
+export const GROUP_ROLES = ['leasehold_producer', 'leasehold_worker', 'leasehold_admin'];
+
+// SQLSTATE of DROP ROLE refused because objects or privileges in some database depend on the role.
+const DEPENDENT_OBJECTS = '2BP01';
+
+/** Which of `names` exist as roles on the server at `url`. */
+export async function existingRoles(url: string, names: readonly string[]): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ rolname: string }>(
+      'SELECT rolname FROM pg_roles WHERE rolname = ANY($1) ORDER BY rolname',
+      [names],
+    );
+    return rows.map((row) => row.rolname);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Drops each of `names` that no database object or privilege depends on any more: what a test run
+ * created on a shared server and its schemas (dropped with the files) no longer use. A role still
+ * in use (another run's schema, an operator's grants) is refused by PostgreSQL and left alone.
+ * Returns the roles dropped.
+ */
+export async function dropUnusedRoles(url: string, names: readonly string[]): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const dropped: string[] = [];
+  try {
+    for (const name of await existingRoles(url, names)) {
+      try {
+        await client.query(`DROP ROLE "${name.replace(/"/g, '""')}"`);
+        dropped.push(name);
+      } catch (err) {
+        if ((err as { code?: string }).code !== DEPENDENT_OBJECTS) throw err;
+      }
+    }
+  } finally {
+    await client.end();
+  }
+  return dropped;
+}
