@@ -29,7 +29,6 @@ import {
 import { type MigrateResult, migrate } from './migrations/migrator.js';
 import { traceEnqueue } from './observability/tracing.js';
 import { type CancelOptions, type CancelResult, cancel } from './operations/cancel.js';
-import { ClaimRouter } from './operations/claim-router.js';
 import { type DeadJobPage, type ListDeadOptions, listDead } from './operations/dead.js';
 import { checkHealth, type HealthReport, type HealthRules } from './operations/health.js';
 import { readJobWithHistory } from './operations/history.js';
@@ -50,6 +49,7 @@ import {
 import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
 import { poolerDefaults } from './pooler-env.js';
+import { ClaimRouter } from './runtime/claim-router.js';
 import { describeError } from './runtime/error-details.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import { completeJobs } from './storage/complete.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimRouter } from '../src/operations/claim-router.js';
+import { ClaimRouter } from '../src/runtime/claim-router.js';
 import { resolveWorkerOptions } from '../src/runtime/options.js';
 import { QueueRunner } from '../src/runtime/queue-runner.js';
 import type { ClaimedRow } from '../src/storage/claim.js';

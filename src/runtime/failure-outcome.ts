@@ -1,5 +1,5 @@
 import type { FailRef, SnoozeRef } from '../storage/fail.js';
-import type { FenceRef } from '../storage/refusals.js';
+import type { FenceRef } from '../storage/fence.js';
 import { describeError } from './error-details.js';
 import { classifyFailure } from './job-errors.js';
 import type { ResolvedQueue } from './options.js';

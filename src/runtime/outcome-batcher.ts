@@ -1,8 +1,8 @@
 import { completeJobs } from '../storage/complete.js';
 import type { Queryable } from '../storage/db.js';
 import { type FailOutcome, type FailRef, failJobs, type SnoozeRef, snoozeJobs } from '../storage/fail.js';
+import type { FenceRef } from '../storage/fence.js';
 import { findLandedOutcomes } from '../storage/outcome-lookup.js';
-import type { FenceRef } from '../storage/refusals.js';
 import type { FlushInfo } from './telemetry-events.js';
 
 /** The answer to one queued outcome write. */
