@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { contextOf } from '../src/context.js';
 import { isLeaseholdError, Leasehold } from '../src/index.js';
 import { prunePass, RetentionService } from '../src/maintenance/retention.js';
 import { poolerDefaults } from '../src/pooler-env.js';
@@ -197,7 +198,9 @@ describe('LEASEHOLD_POOLER and LEASEHOLD_LISTEN_DATABASE_URL', () => {
       listen: true,
       listenConnectionString: 'postgres://127.0.0.1:2/direct',
     });
-    expect([lh.preparedStatements, lh.listen, lh.listenConnection]).toEqual([
+    // The listen connection's settings are no longer public (they may hold a password): read the context.
+    const { listenConnection } = contextOf(lh);
+    expect([lh.preparedStatements, lh.listen, listenConnection]).toEqual([
       false,
       true,
       { connectionString: 'postgres://127.0.0.1:2/direct' },
