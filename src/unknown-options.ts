@@ -19,7 +19,8 @@ export function rejectUnknownOptions(object: object, known: readonly string[], f
 
 /**
  * The known option nearest to `given` by edit distance (case-insensitive), when it is near enough to
- * be a typo: at most one edit for names up to four characters, two up to eight, three beyond.
+ * be a typo: at most one edit (a swap of neighbours counts as one) for names up to four characters,
+ * two up to eight, three beyond.
  */
 export function closestOption(given: string, known: readonly string[]): string | undefined {
   const name = given.toLowerCase();
@@ -36,26 +37,28 @@ export function closestOption(given: string, known: readonly string[]): string |
   return best;
 }
 
-// Levenshtein distance (insertions, deletions, substitutions), giving up at `cap`: option names are
-// short, so two rows of the table suffice.
+// Edit distance counting insertions, deletions, substitutions and swaps of neighbours (optimal
+// string alignment), giving up at `cap`: option names are short, so a full table is cheap.
 function editDistance(a: string, b: string, cap: number): number {
   if (Math.abs(a.length - b.length) >= cap) return cap;
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
   for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    let rowMin = i;
+    const row = d[i] as number[];
+    const above = d[i - 1] as number[];
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      const value = Math.min(
-        (previous[j] as number) + 1,
-        (current[j - 1] as number) + 1,
-        (previous[j - 1] as number) + cost,
+      let value = Math.min(
+        (above[j] as number) + 1,
+        (row[j - 1] as number) + 1,
+        (above[j - 1] as number) + cost,
       );
-      current.push(value);
-      rowMin = Math.min(rowMin, value);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        value = Math.min(value, ((d[i - 2] as number[])[j - 2] as number) + 1);
+      }
+      row[j] = value;
     }
-    if (rowMin >= cap) return cap;
-    previous = current;
   }
-  return Math.min(previous[b.length] as number, cap);
+  return Math.min((d[a.length] as number[])[b.length] as number, cap);
 }

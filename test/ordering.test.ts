@@ -120,7 +120,7 @@ describe('per-aggregate ordering', () => {
     expect(await lh.blockedKeys()).toEqual([]);
   });
 
-  it('an operator can skip a dead head: recorded as skipped, and the key moves on', async () => {
+  it('an operator can skip a dead head: recorded as key_skipped, and the key moves on', async () => {
     const lh = await migratedClient();
     const d1 = await lh.enqueue('skip', { n: 1 }, { orderingKey: 'd', maxAttempts: 1 });
     const d2 = await lh.enqueue('skip', { n: 2 }, { orderingKey: 'd' });
@@ -131,7 +131,11 @@ describe('per-aggregate ordering', () => {
     await lh.skip(d1.id, { reason: 'bad record, handled by hand', actor: 'ops' });
     const job = await lh.getJob(d1.id, { history: true });
     expect(job).toMatchObject({ status: 'cancelled', lastErrorCode: 'SKIPPED' });
-    expect(job!.history.at(-1)).toMatchObject({ kind: 'skipped', actor: 'ops', statusAfter: 'cancelled' });
+    expect(job!.history.at(-1)).toMatchObject({
+      kind: 'key_skipped',
+      actor: 'ops',
+      statusAfter: 'cancelled',
+    });
     expect((await claimOne(lh, 'skip'))?.jobId).toBe(d2.id);
   });
 
