@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { LeaseholdOptions } from './client-options.js';
 import { resolveBackoff } from './config.js';
+import { contextOf as findContext } from './context-of.js';
 import {
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_POOL_SIZE,
@@ -161,19 +162,9 @@ export function connectionFor(context: LeaseholdContext, client: Queryable | und
   return client;
 }
 
-// The context of each client, kept off its public surface (it holds connection settings).
-const contexts = new WeakMap<object, LeaseholdContext>();
+export { attachContext } from './context-of.js';
 
-/** Records `context` as the one of `owner` (a client); used by the client's constructor. */
-export function attachContext(owner: object, context: LeaseholdContext): void {
-  contexts.set(owner, context);
-}
-
-/**
- * The context of a client, for code that is handed a client but works on the context (the
- * dashboard, a worker built with `new Worker(lh, ...)`): `source` itself when it is already a
- * context.
- */
-export function contextOf<C extends object = LeaseholdContext>(source: object): C {
-  return (contexts.get(source) ?? source) as C;
+/** The context of a client (or `source` itself when it is a context): see context-of.ts. */
+export function contextOf(source: object): LeaseholdContext {
+  return findContext<LeaseholdContext>(source);
 }

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { contextOf } from '../context.js';
+import { contextOf } from '../context-of.js';
 import { LeaseholdError } from '../errors.js';
 import { leaseFromRow } from '../lease.js';
 import { assertLogger, logWorkerEvents } from '../observability/logger.js';
