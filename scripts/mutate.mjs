@@ -11,29 +11,26 @@
 // Run it on a clean tree: it edits src/ in place (and puts each file back before the next).
 
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 /** name, file, the text to find (exactly once), its replacement, the tests that should fail. */
 const MUTANTS = [
-  // The fence (src/storage/refusals.ts), shared by heartbeat, complete, fail, snooze.
-  m('fence-token', 'src/storage/refusals.ts', '    AND j.lease_token = input.token\n', '', ['fence-parts']),
-  m('fence-claim-id', 'src/storage/refusals.ts', '    AND j.lease_claim_id = input.claim_id\n', '', [
+  // The fence (src/storage/fence.ts), shared by heartbeat, complete, fail, snooze.
+  m('fence-token', 'src/storage/fence.ts', '    AND j.lease_token = input.token\n', '', ['fence-parts']),
+  m('fence-claim-id', 'src/storage/fence.ts', '    AND j.lease_claim_id = input.claim_id\n', '', [
     'fence-parts',
   ]),
-  m('fence-owner', 'src/storage/refusals.ts', '    AND j.lease_owner = input.owner\n', '', ['fence-parts']),
-  m('fence-expiry', 'src/storage/refusals.ts', '    AND j.lease_expires_at > now()`', '`', ['fencing']),
-  m('fence-status', 'src/storage/refusals.ts', "    AND j.status::text = 'running'\n", '', [
+  m('fence-owner', 'src/storage/fence.ts', '    AND j.lease_owner = input.owner\n', '', ['fence-parts']),
+  m('fence-expiry', 'src/storage/fence.ts', '    AND j.lease_expires_at > now()`', '`', ['fencing']),
+  m('fence-status', 'src/storage/fence.ts', "    AND j.status::text = 'running'\n", '', [
     'fencing',
     'fence-parts',
     'cancel-pause',
   ]),
-  m('fence-no-row-lock', 'src/storage/refusals.ts', '      FOR UPDATE OF j\n', '', [
-    'fencing',
-    'fenced-plans',
-  ]),
+  m('fence-no-row-lock', 'src/storage/fence.ts', '      FOR UPDATE OF j\n', '', ['fencing', 'fenced-plans']),
   m(
     'effects-fence-token',
     'src/storage/effects.ts',
@@ -175,8 +172,16 @@ const MUTANTS = [
 ];
 
 /** One mutant: `find` -> `replace` in `file` (and each further [find, replace] pair of `more`). */
+// Test files live in room folders (test/storage/, test/runtime/, ...): find each by its name.
+const testFiles = readdirSync(`${root}test`, { recursive: true }).filter((f) => f.endsWith('.test.ts'));
+function testFile(name) {
+  const found = testFiles.find((f) => f === `${name}.test.ts` || f.endsWith(`/${name}.test.ts`));
+  if (!found) throw new Error(`mutate: no test file named ${name}.test.ts under test/`);
+  return `test/${found}`;
+}
+
 function m(name, file, find, replace, tests, more = []) {
-  return { name, file, edits: [[find, replace], ...more], tests: tests.map((t) => `test/${t}.test.ts`) };
+  return { name, file, edits: [[find, replace], ...more], tests: tests.map(testFile) };
 }
 
 const filters = process.argv.slice(2);
@@ -232,7 +237,7 @@ const survivors = results.filter((r) => r.verdict !== 'killed' && !r.verdict.sta
 console.log(`\n| mutant | file | tests run | result |\n| --- | --- | --- | --- |`);
 for (const r of results) {
   console.log(
-    `| ${r.name} | ${r.file.replace('src/storage/', '')} | ${r.tests.map((t) => t.slice(5, -8)).join(', ')} | ${r.verdict} |`,
+    `| ${r.name} | ${r.file.replace('src/storage/', '')} | ${r.tests.map((t) => t.slice(t.lastIndexOf('/') + 1, -8)).join(', ')} | ${r.verdict} |`,
   );
 }
 console.log(

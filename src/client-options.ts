@@ -106,7 +106,7 @@ export interface ClaimOptions {
   owner: string;
   /** Most jobs to claim (1..1000, default 1). */
   limit?: number;
-  /** Lease length in ms (default 60 s). */
+  /** Lease length in ms (default 30 s, `DEFAULT_LEASE_MS`, the same as workers'). */
   leaseMs?: number;
 }
 

@@ -1,4 +1,6 @@
+import { DEFAULT_BACKOFF } from './defaults.js';
 import { ValidationError } from './errors.js';
+import { rejectUnknownOptions } from './unknown-options.js';
 import { assertInt } from './validation.js';
 
 /** Retry backoff: full jitter over an exponential curve, capped. */
@@ -9,12 +11,7 @@ export interface BackoffOptions {
   maxMs?: number;
 }
 
-/** Default retry backoff: the first retry within a second, none later than an hour. */
-export const DEFAULT_BACKOFF: Required<BackoffOptions> = { baseMs: 1000, maxMs: 3_600_000 };
-/** Default lease length. */
-export const DEFAULT_LEASE_MS = 60_000;
-/** Default attempts per job. */
-export const DEFAULT_MAX_ATTEMPTS = 8;
+export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './defaults.js';
 /** Largest max_attempts accepted. */
 export const MAX_ATTEMPTS_LIMIT = 1000;
 /** Longest lease accepted: a day. Longer work should renew. */
@@ -29,6 +26,7 @@ export function resolveBackoff(
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new ValidationError(field, 'must be an object like { baseMs, maxMs }');
   }
+  if (options !== undefined) rejectUnknownOptions(options, ['baseMs', 'maxMs'], field);
   const baseMs =
     options?.baseMs === undefined
       ? defaults.baseMs

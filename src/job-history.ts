@@ -14,6 +14,7 @@ export type JobEventKind =
   | 'dead'
   | 'snoozed'
   | 'skipped'
+  | 'key_skipped'
   | 'lease_expired'
   | 'replayed'
   | 'cancelled'
@@ -49,8 +50,8 @@ export interface JobEvent {
   /** Who acted (replay, cancel). */
   actor: string | null;
   /**
-   * Why (replay, cancel, retention; for `skipped`: `unstarted` or `shutdown` when the worker handed
-   * the lease back, else the operator's reason for skipping a dead job with `lh.skip`).
+   * Why (replay, cancel, retention; for `skipped`: `unstarted` or `shutdown`, the worker handed the
+   * lease back; for `key_skipped`: the operator's reason for skipping a dead job with `lh.skip`).
    */
   reason: string | null;
   /** For `refused`: which write was refused (`heartbeat`, `complete`, `fail`, `snooze`, `effect`). */
@@ -89,7 +90,7 @@ function blank(kind: JobEventKind, at: Date): JobEvent {
 function fromRow(row: EventRow): JobEvent {
   const detail = row.detail as { operation?: unknown } | null;
   return {
-    kind: row.kind as JobEventKind,
+    kind: eventKind(row),
     at: row.at,
     eventId: row.id,
     statusAfter: (row.status_after as JobStatus | null) ?? null,
@@ -106,6 +107,13 @@ function fromRow(row: EventRow): JobEvent {
     operation: row.kind === 'refused' && typeof detail?.operation === 'string' ? detail.operation : null,
     detail: row.kind === 'refused' ? null : row.detail,
   };
+}
+
+// An operator's skip was recorded as `skipped` before migration 009 gave it its own kind; a row of
+// that meaning (told apart by the cancelled status it left) reads as `key_skipped` either way.
+function eventKind(row: EventRow): JobEventKind {
+  if (row.kind === 'skipped' && row.status_after === 'cancelled') return 'key_skipped';
+  return row.kind as JobEventKind;
 }
 
 function claimed(at: Date, attempt: number | null, owner: string | null, token: string | null): JobEvent {

@@ -1,3 +1,5 @@
+import type { ClaimedRow } from './storage/claim.js';
+
 /** A claimed job: the right to work on it until `expiresAt`, proven by `owner` and `token`. */
 export interface Lease {
   /** The job's id (a bigint, as a string). */
@@ -18,4 +20,19 @@ export interface Lease {
   maxAttempts: number;
   /** When the lease lapses, in database time. */
   expiresAt: Date;
+}
+
+/** The one place a claimed row becomes a `Lease` (for `lh.claim` and the worker alike). */
+export function leaseFromRow(row: ClaimedRow, queue: string, owner: string): Lease {
+  return {
+    jobId: row.id,
+    queue,
+    payload: row.payload,
+    owner,
+    token: row.lease_token,
+    claimId: row.lease_claim_id,
+    attempt: row.attempt_count,
+    maxAttempts: row.max_attempts,
+    expiresAt: new Date(row.lease_expires_ms),
+  };
 }

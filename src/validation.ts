@@ -1,7 +1,8 @@
 import { ValidationError } from './errors.js';
+import { rejectUnknownOptions } from './unknown-options.js';
 
-/** Default upper bound on a payload's size once serialised to JSON. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
+export { DEFAULT_MAX_PAYLOAD_BYTES } from './defaults.js';
+export { rejectUnknownOptions } from './unknown-options.js';
 /**
  * Largest `maxPayloadBytes` a client accepts. Stored as jsonb, a payload can take up to six times
  * its JSON size (`[0,0,...]`), so anything under this limit fits the database's own bound below.
@@ -167,15 +168,6 @@ export function optionsObject<T extends object>(value: T | undefined, field = 'o
     throw new ValidationError(field, 'must be an object');
   }
   return value;
-}
-
-/** Throws when `object` has a key not in `known`, naming the known ones. */
-export function rejectUnknownOptions(object: object, known: readonly string[], field: string): void {
-  for (const key of Object.keys(object)) {
-    if (!known.includes(key)) {
-      throw new ValidationError(`${field}.${key}`, `is not an option; known: ${known.join(', ')}`);
-    }
-  }
 }
 
 /** Serialises a payload to JSON text, refusing what JSON cannot carry and what is too large. */

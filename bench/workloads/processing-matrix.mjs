@@ -1,8 +1,9 @@
 // Workload 3 across systems and process counts: Leasehold (at its defaults, and with prefetch) and
 // the raw baseline always; with --peers, graphile-worker and pg-boss too. Repetitions interleave the
 // systems, so a drifting machine (a neighbour's load, a checkpoint) spreads over all of them.
-import { loadSystem } from '../processing/systems.mjs';
+
 import { summarize } from '../stats.mjs';
+import { loadSystem } from './processing/systems.mjs';
 import { measureProcessing } from './processing.mjs';
 
 const PROCESS_COUNTS = [1, 2];

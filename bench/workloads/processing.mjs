@@ -4,9 +4,9 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { deadline, sleep, withTimeout } from '../limits.mjs';
-import { loadSystem } from '../processing/systems.mjs';
+import { loadSystem } from './processing/systems.mjs';
 
-const WORKER_SCRIPT = fileURLToPath(new URL('../processing/worker-process.mjs', import.meta.url));
+const WORKER_SCRIPT = fileURLToPath(new URL('./processing/worker-process.mjs', import.meta.url));
 const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 30_000;
 const TABLE_POLL_MS = 5;

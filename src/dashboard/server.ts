@@ -2,7 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Leasehold } from '../client.js';
+import { contextOf, type LeaseholdContext } from '../context.js';
 import { isLeaseholdError, ValidationError } from '../errors.js';
+import { rejectUnknownOptions } from '../unknown-options.js';
+import { dashboardApi } from './api.js';
 import { dashboardPage } from './page.js';
 import {
   allowedHosts,
@@ -56,9 +59,15 @@ const MAX_BODY = 8_192;
 
 /**
  * Serves the web dashboard over `lh`'s public API: queues at a glance (polled every 2 s), a job's
- * history, and dead jobs with replay and cancel. Binds to loopback unless given a token.
+ * history, and dead jobs with replay and cancel. Binds to loopback unless given a token. Takes a
+ * client, or the resolved context of one (the dashboard needs nothing else).
  */
-export async function startDashboard(lh: Leasehold, options: DashboardOptions = {}): Promise<Dashboard> {
+export async function startDashboard(
+  source: Leasehold | LeaseholdContext,
+  options: DashboardOptions = {},
+): Promise<Dashboard> {
+  rejectUnknownOptions(options, ['port', 'host', 'token', 'actor', 'allowedHosts', 'trustProxy', 'tls'], 'options');
+  const lh = dashboardApi(contextOf(source));
   const host = options.host ?? '127.0.0.1';
   const token = options.token;
   if (!isLoopback(host) && !token) {

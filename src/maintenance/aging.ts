@@ -1,12 +1,10 @@
+import { DEFAULT_AGING_LIMIT } from '../defaults.js';
 import { agePendingJobs, listAgingQueues } from '../storage/aging.js';
-import type { Queryable } from '../storage/db.js';
 import { type OrderingKeyCursor, repairOrderingKeys, scanOrderingKeys } from '../storage/ordering.js';
-import { PeriodicService } from './periodic-service.js';
+import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
-/** Default mean interval between aging passes of a worker, in ms. */
-export const DEFAULT_AGING_PASS_INTERVAL_MS = 1000;
-/** Most jobs one aging pass raises per queue. */
-export const DEFAULT_AGING_LIMIT = 1000;
+export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from '../defaults.js';
+
 /** Most queues with aging one pass visits. */
 const MAX_AGING_QUEUES = 1000;
 /** Most ordering keys one pass repairs or removes. */
@@ -25,15 +23,9 @@ export interface AgingResult {
 }
 
 /** Options of the aging service. */
-export interface AgingServiceOptions {
-  /** Mean interval between passes, in ms; each wait is jittered by ±25%. */
-  intervalMs: number;
-  db: Queryable;
-  schema: string;
+export interface AgingServiceOptions extends MaintenanceServiceOptions {
   /** Called after a pass that changed something. */
   onAged?: (result: AgingResult) => void;
-  /** Called when a pass fails; the service keeps going. */
-  onError?: (err: unknown) => void;
 }
 
 /**

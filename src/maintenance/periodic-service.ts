@@ -1,3 +1,20 @@
+import type pg from 'pg';
+
+/**
+ * What every maintenance service is built from: the same kind of input for all three (recovery,
+ * retention, aging), plus each service's own settings and result callback.
+ */
+export interface MaintenanceServiceOptions {
+  /** Mean interval between passes, in ms; each wait is jittered by ±25%. */
+  intervalMs: number;
+  /** The pool the passes run on. */
+  db: pg.Pool;
+  /** The (validated) schema maintained. */
+  schema: string;
+  /** Called when a pass fails; the service keeps going. */
+  onError?: (err: unknown) => void;
+}
+
 /**
  * The skeleton every maintenance service shares: a `runOnce()` pass, repeated on a timer whose
  * every wait is jittered by ±25% so that many processes do not run in lockstep, with failures

@@ -1,4 +1,8 @@
-import { PeriodicService } from './periodic-service.js';
+import { DEFAULT_RECOVERY_LIMIT } from '../defaults.js';
+import type { Queryable } from '../storage/db.js';
+import { recoverExpiredLeases } from '../storage/recover.js';
+import { MAX_BATCH } from '../validation.js';
+import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
 /** What one recovery pass moved. */
 export interface RecoveryResult {
@@ -8,16 +12,43 @@ export interface RecoveryResult {
   dead: number;
 }
 
+/** Settings of one recovery pass, validated by the caller. */
+export interface RecoveryPassOptions {
+  /** Retry backoff of the leases returned to `pending`. */
+  backoff: { baseMs: number; maxMs: number };
+  /** Leases per statement (default 1000), each its own short transaction. */
+  batchSize?: number;
+  /** Most leases this pass moves (default 100,000). */
+  limit?: number;
+}
+
+/**
+ * One recovery pass: returns expired leases to `pending` (after backoff) or `dead` (attempts
+ * spent), in batches of `batchSize`, each its own short transaction, until a batch comes back short
+ * or `limit` jobs were moved.
+ */
+export async function recoveryPass(
+  db: Queryable,
+  schema: string,
+  options: RecoveryPassOptions,
+): Promise<RecoveryResult> {
+  const limit = options.limit ?? DEFAULT_RECOVERY_LIMIT;
+  const batchSize = options.batchSize ?? MAX_BATCH;
+  const total = { retried: 0, dead: 0 };
+  while (total.retried + total.dead < limit) {
+    const batch = Math.min(batchSize, limit - total.retried - total.dead);
+    const moved = await recoverExpiredLeases(db, schema, { limit: batch, ...options.backoff });
+    total.retried += moved.retried;
+    total.dead += moved.dead;
+    if (moved.retried + moved.dead < batch) break;
+  }
+  return total;
+}
+
 /** Options of the recovery service. */
-export interface RecoveryServiceOptions {
-  /** Mean interval between passes, in ms; each wait is jittered by ±25%. */
-  intervalMs: number;
-  /** One pass: recover expired leases in bounded batches. */
-  recover: () => Promise<RecoveryResult>;
+export interface RecoveryServiceOptions extends MaintenanceServiceOptions, RecoveryPassOptions {
   /** Called after a pass that moved something. */
   onRecovered?: (result: RecoveryResult) => void;
-  /** Called when a pass fails; the service keeps going. */
-  onError?: (err: unknown) => void;
 }
 
 /**
@@ -33,7 +64,8 @@ export class RecoveryService extends PeriodicService<RecoveryResult> {
 
   /** Runs one pass now. */
   override async runOnce(): Promise<RecoveryResult> {
-    const result = await this.options.recover();
+    const { db, schema } = this.options;
+    const result = await recoveryPass(db, schema, this.options);
     if (result.retried + result.dead > 0) this.options.onRecovered?.(result);
     return result;
   }

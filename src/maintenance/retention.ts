@@ -1,18 +1,17 @@
 import type pg from 'pg';
+import { DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_LIMIT, DEFAULT_SUCCEEDED_RETENTION_MS } from '../defaults.js';
 import { isLeaseholdError, PermissionError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
 import { withMaintenanceLock } from '../storage/maintenance-lock.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
-import { PeriodicService } from './periodic-service.js';
+import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
-/** Succeeded jobs are kept this long by default (per queue: `configureQueue`'s `succeededRetentionMs`). */
-export const DEFAULT_SUCCEEDED_RETENTION_MS = 3_600_000;
-/** Mean interval between a worker's retention passes (jittered by ±25%). */
-export const DEFAULT_PRUNE_INTERVAL_MS = 60_000;
-/** Rows examined per pruning statement. */
-export const DEFAULT_PRUNE_BATCH = 1000;
-/** Most rows of each kind one pass removes; the next pass goes on. */
-export const DEFAULT_PRUNE_LIMIT = 1_000_000;
+export {
+  DEFAULT_PRUNE_BATCH,
+  DEFAULT_PRUNE_INTERVAL_MS,
+  DEFAULT_PRUNE_LIMIT,
+  DEFAULT_SUCCEEDED_RETENTION_MS,
+} from '../defaults.js';
 
 /** What one retention pass removed. */
 export interface PruneResult {
@@ -83,19 +82,21 @@ export async function prunePass(
 }
 
 /** Options of the retention service. */
-export interface RetentionServiceOptions {
-  /** Mean interval between passes, in ms; each wait is jittered by ±25%. */
-  intervalMs: number;
+export interface RetentionServiceOptions extends Omit<MaintenanceServiceOptions, 'db'> {
   /** The pool each batch's connection is taken from. */
-  pool: pg.Pool;
-  /** The schema pruned (names the lock). */
-  schema: string;
-  /** One pass, running each batch through the given runner (which takes the lock per batch). */
-  prune: (runBatch: BatchRunner) => Promise<PruneResult>;
+  db?: pg.Pool;
+  /** @deprecated The same as `db`, its former name. */
+  pool?: pg.Pool;
+  /** Default retention of succeeded jobs (per queue: `configureQueue`), default 1 hour. */
+  succeededRetentionMs?: number;
+  /** Rows per statement (default 1000). */
+  batchSize?: number;
+  /** Most rows of each kind one pass removes (default 1,000,000). */
+  limit?: number;
+  /** Replaces the pass (runs each batch through the given runner, which takes the lock per batch). */
+  prune?: (runBatch: BatchRunner) => Promise<PruneResult>;
   /** Called after a pass that removed something. */
   onPruned?: (result: PruneResult) => void;
-  /** Called when a pass fails; the service keeps going. */
-  onError?: (err: unknown) => void;
 }
 
 /**
@@ -115,11 +116,17 @@ export class RetentionService extends PeriodicService<PruneResult> {
 
   /** Runs one pass now (or reports it skipped when another process is pruning). */
   override async runOnce(): Promise<PruneResult> {
-    const { pool, schema } = this.options;
+    const { schema } = this.options;
+    const pool = (this.options.db ?? this.options.pool) as pg.Pool;
+    const runBatch: BatchRunner = (batch) => withMaintenanceLock(pool, schema, 'retention', batch);
     try {
-      const result = await this.options.prune((batch) =>
-        withMaintenanceLock(pool, schema, 'retention', batch),
-      );
+      const result = await (this.options.prune
+        ? this.options.prune(runBatch)
+        : prunePass(runBatch, schema, {
+            succeededRetentionMs: this.options.succeededRetentionMs ?? DEFAULT_SUCCEEDED_RETENTION_MS,
+            batchSize: this.options.batchSize ?? DEFAULT_PRUNE_BATCH,
+            limit: this.options.limit ?? DEFAULT_PRUNE_LIMIT,
+          }));
       if (result.succeeded + result.terminal > 0) this.options.onPruned?.(result);
       return result;
     } catch (err) {

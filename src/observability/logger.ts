@@ -1,5 +1,5 @@
 import { ValidationError } from '../errors.js';
-import type { Worker } from '../runtime/worker.js';
+import type { WorkerEventSource } from '../runtime/worker-events.js';
 
 /** One log method, pino-style: a structured object first, then a message. */
 export type LogMethod = (obj: Record<string, unknown>, msg?: string) => void;
@@ -21,7 +21,7 @@ const MAX_LOGGED_MESSAGE = 300;
  * the queue, job id, attempt, outcome and error code, never the payload, and error messages are
  * cut at 300 characters. Returns a function that stops logging.
  */
-export function logWorkerEvents(worker: Worker, logger: Logger): () => void {
+export function logWorkerEvents(worker: WorkerEventSource, logger: Logger): () => void {
   const owner = worker.owner;
   const onOutcome: Parameters<typeof worker.on<'outcome'>>[1] = (job, result, detail) => {
     const fields = {

@@ -2,9 +2,8 @@ import type { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AbortReason } from '../runtime/job-context.js';
-import type { OutcomeResult } from '../runtime/outcome-batcher.js';
 import type { ClaimInfo, FlushInfo, OutcomeDetail } from '../runtime/telemetry-events.js';
-import type { Worker } from '../runtime/worker.js';
+import type { OutcomeResult, WorkerEventSource } from '../runtime/worker-events.js';
 import { attemptLabel, BoundedLabels } from './labels.js';
 
 /** Options of `createWorkerMetrics`. */
@@ -38,7 +37,10 @@ function shared<T>(registry: Registry, name: string, make: () => T): T {
  * docs/observability.md for the list). Labels are queue names, operations, outcomes, error codes
  * (bounded) and attempt numbers (bounded): never job ids or payloads.
  */
-export function createWorkerMetrics(worker: Worker, options: WorkerMetricsOptions = {}): WorkerMetrics {
+export function createWorkerMetrics(
+  worker: WorkerEventSource,
+  options: WorkerMetricsOptions = {},
+): WorkerMetrics {
   const registry = options.registry ?? new Registry();
   const codes = new BoundedLabels();
   const m = {

@@ -6,7 +6,14 @@ import {
   type QueueChanges,
   type QueueRow,
 } from '../storage/queues.js';
-import { assertInt, assertQueueName, assertText, optionalInt, rejectUnknownOptions } from '../validation.js';
+import {
+  assertInt,
+  assertQueueName,
+  assertText,
+  optionalInt,
+  optionsObject,
+  rejectUnknownOptions,
+} from '../validation.js';
 
 /** Settings `configureQueue` changes; a setting left out is kept, `null` clears it to its default. */
 export interface QueueConfig {
@@ -111,8 +118,10 @@ export async function configureQueue(
 export async function queueSummaries(
   db: Queryable,
   schema: string,
-  options: { limit?: number },
+  given: { limit?: number } | undefined,
 ): Promise<QueueSummary[]> {
+  const options = optionsObject(given);
+  rejectUnknownOptions(options, ['limit'], 'options');
   const rows = await listQueues(db, schema, optionalInt(options.limit, 'limit', 1, 10_000, 1000));
   return rows.map((row) => ({
     name: row.name,

@@ -1,6 +1,6 @@
 import type { FailRef, SnoozeRef } from '../storage/fail.js';
-import type { FenceRef } from '../storage/refusals.js';
-import { describeError } from './error-details.js';
+import type { FenceRef } from '../storage/fence.js';
+import { describeError, type ErrorDetails } from './error-details.js';
 import { classifyFailure } from './job-errors.js';
 import type { ResolvedQueue } from './options.js';
 
@@ -13,9 +13,15 @@ export type FailureWrite = { kind: 'snooze'; ref: SnoozeRef } | { kind: 'fail'; 
 /**
  * Turns a handler's error into the write that records it: a `SnoozeError` snoozes (attempt
  * refunded); otherwise a failure whose retry budget depends on the error's class (unclassified
- * errors get the queue's smaller `unknownErrorAttempts`) and the queue's attempt cap.
+ * errors get the queue's smaller `unknownErrorAttempts`) and the queue's attempt cap. `details` are
+ * the error's stored diagnostics, when the caller already described it.
  */
-export function failureWrite(lease: FenceRef, config: ResolvedQueue, err: unknown): FailureWrite {
+export function failureWrite(
+  lease: FenceRef,
+  config: ResolvedQueue,
+  err: unknown,
+  details: ErrorDetails = describeError(err),
+): FailureWrite {
   const kind = classifyFailure(err);
   if (kind === 'snooze') {
     const requested = (err as { delayMs?: unknown }).delayMs;
@@ -40,7 +46,7 @@ export function failureWrite(lease: FenceRef, config: ResolvedQueue, err: unknow
       baseMs: config.backoff.baseMs,
       maxMs: config.backoff.maxMs,
       attemptBudget: budget === null ? cap : cap === null ? budget : Math.min(budget, cap),
-      ...describeError(err),
+      ...details,
     },
   };
 }

@@ -7,8 +7,10 @@ import {
   MAX_ATTEMPTS_LIMIT,
   resolveBackoff,
 } from '../config.js';
+import { WORKER_DEFAULTS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertOwner, assertQueueName, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
 import type { JobContext } from './job-context.js';
 
@@ -93,22 +95,7 @@ export interface WorkerOptions {
   logger?: Logger;
 }
 
-/** Defaults for worker options. */
-export const WORKER_DEFAULTS = {
-  concurrency: 10,
-  prefetch: 0,
-  leaseMs: 30_000,
-  maxRuntimeMs: 15 * 60_000,
-  renew: 'progress' as RenewPolicy,
-  unknownErrorAttempts: 3,
-  pollIntervalMs: 1000,
-  shutdownTimeoutMs: 10_000,
-  recoveryIntervalMs: 1000,
-  pruneIntervalMs: 60_000,
-  agingPassIntervalMs: 1000,
-  claimBatchSize: 500,
-  outcomeBatchDelayMs: 0,
-};
+export { WORKER_DEFAULTS } from '../defaults.js';
 
 /** Validated options of one queue. */
 export interface ResolvedQueue {
@@ -183,7 +170,7 @@ export function resolveWorkerOptions(
 ): ResolvedWorkerOptions {
   if (typeof options !== 'object' || options === null)
     throw new ValidationError('options', 'must be an object');
-  rejectUnknownKeys(options, KNOWN_WORKER_KEYS, 'options');
+  rejectUnknownOptions(options, KNOWN_WORKER_KEYS, 'options');
   const owner = options.owner ?? defaultOwner();
   assertOwner(owner);
   if (
@@ -275,7 +262,7 @@ function resolveQueue(
   if (typeof queue !== 'object' || queue === null || typeof queue.handler !== 'function') {
     throw new ValidationError(`${field}.handler`, 'must be an async function (job) => ...');
   }
-  rejectUnknownKeys(queue, KNOWN_QUEUE_KEYS, field);
+  rejectUnknownOptions(queue, KNOWN_QUEUE_KEYS, field);
   const leaseMs =
     queue.leaseMs === undefined ? WORKER_DEFAULTS.leaseMs : assertLeaseMs(queue.leaseMs, `${field}.leaseMs`);
   if (leaseMs < 100)
@@ -310,43 +297,6 @@ function resolveQueue(
       WORKER_DEFAULTS.unknownErrorAttempts,
     ),
     backoff: resolveBackoff(queue.backoff, `${field}.backoff`, clientBackoff),
-    weight: optionalInt(queue.weight, `${field}.weight`, 1, 1000, 1),
+    weight: optionalInt(queue.weight, `${field}.weight`, 1, 1000, WORKER_DEFAULTS.weight),
   };
-}
-
-function rejectUnknownKeys(object: object, known: readonly string[], field: string): void {
-  for (const key of Object.keys(object)) {
-    if (known.includes(key)) continue;
-    const suggestion = known.find((candidate) => closeEnough(candidate, key));
-    throw new ValidationError(
-      `${field}.${key}`,
-      `is not an option${suggestion ? ` (did you mean ${suggestion}?)` : ''}; known: ${known.join(', ')}`,
-    );
-  }
-}
-
-// Case-insensitive match or one edit apart: enough to catch typos like "leaseMS" or "concurency".
-function closeEnough(a: string, b: string): boolean {
-  const x = a.toLowerCase();
-  const y = b.toLowerCase();
-  if (x === y) return true;
-  if (Math.abs(x.length - y.length) > 1) return false;
-  let i = 0;
-  let j = 0;
-  let edits = 0;
-  while (i < x.length && j < y.length) {
-    if (x[i] === y[j]) {
-      i++;
-      j++;
-      continue;
-    }
-    if (++edits > 1) return false;
-    if (x.length > y.length) i++;
-    else if (y.length > x.length) j++;
-    else {
-      i++;
-      j++;
-    }
-  }
-  return edits + (x.length - i) + (y.length - j) <= 1;
 }

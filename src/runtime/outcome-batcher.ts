@@ -1,12 +1,13 @@
 import { completeJobs } from '../storage/complete.js';
 import type { Queryable } from '../storage/db.js';
 import { type FailOutcome, type FailRef, failJobs, type SnoozeRef, snoozeJobs } from '../storage/fail.js';
+import type { FenceRef } from '../storage/fence.js';
 import { findLandedOutcomes } from '../storage/outcome-lookup.js';
-import type { FenceRef } from '../storage/refusals.js';
 import type { FlushInfo } from './telemetry-events.js';
+import type { OutcomeResult } from './worker-events.js';
 
 /** The answer to one queued outcome write. */
-export type OutcomeResult = 'completed' | 'retry' | 'dead' | 'snoozed' | 'lost';
+export type { OutcomeResult } from './worker-events.js';
 
 interface Pending<T> {
   ref: T;

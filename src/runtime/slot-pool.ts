@@ -1,4 +1,13 @@
-import type { QueueRunner } from './queue-runner.js';
+/** What the slot pool needs of a queue's claim loop (a `SlotHolder`). */
+export interface SlotHolder {
+  /** Slots this queue holds now (running and buffered jobs). */
+  readonly held: number;
+  /** Whether the queue may have pending work. */
+  readonly wanted: boolean;
+  readonly config: { readonly concurrency: number; readonly prefetch: number; readonly weight: number };
+  /** Asks the queue to claim again soon. */
+  schedulePump(): void;
+}
 
 /**
  * A worker's handler slots shared by weighted queues (the worker's `slots` option).
@@ -12,30 +21,30 @@ import type { QueueRunner } from './queue-runner.js';
  * the same free slot.
  */
 export class SlotPool {
-  readonly #runners: QueueRunner[] = [];
-  readonly #reserved = new Map<QueueRunner, number>();
+  readonly #runners: SlotHolder[] = [];
+  readonly #reserved = new Map<SlotHolder, number>();
 
   constructor(readonly slots: number) {}
 
   /** Adds a queue to the pool. */
-  register(runner: QueueRunner): void {
+  register(runner: SlotHolder): void {
     this.#runners.push(runner);
     this.#reserved.set(runner, 0);
   }
 
   /** Counts `n` slots as held while a claim for them is in flight. */
-  reserve(runner: QueueRunner, n: number): void {
+  reserve(runner: SlotHolder, n: number): void {
     this.#reserved.set(runner, (this.#reserved.get(runner) ?? 0) + n);
   }
 
   /** The claim answered: its rows are now counted by the runner itself. */
-  release(runner: QueueRunner, n: number): void {
+  release(runner: SlotHolder, n: number): void {
     this.#reserved.set(runner, (this.#reserved.get(runner) ?? 0) - n);
   }
 
   /** How many of the free slots are this queue's to claim now. */
-  roomFor(runner: QueueRunner): number {
-    const held = new Map<QueueRunner, number>();
+  roomFor(runner: SlotHolder): number {
+    const held = new Map<SlotHolder, number>();
     let free = this.slots;
     for (const r of this.#runners) {
       const h = r.held + (this.#reserved.get(r) ?? 0);
@@ -47,7 +56,7 @@ export class SlotPool {
     const competing = this.#runners.filter((r) => r === runner || r.wanted);
     let granted = 0;
     for (; free > 0; free--) {
-      let best: QueueRunner | null = null;
+      let best: SlotHolder | null = null;
       let bestLoad = Number.POSITIVE_INFINITY;
       for (const r of competing) {
         const h = held.get(r) as number;
@@ -66,7 +75,7 @@ export class SlotPool {
   }
 
   /** A slot was freed (or a queue ran dry): let the other queues with work claim their share. */
-  slotFreed(from: QueueRunner): void {
+  slotFreed(from: SlotHolder): void {
     for (const r of this.#runners) {
       if (r !== from && r.wanted) r.schedulePump();
     }

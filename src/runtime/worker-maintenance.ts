@@ -1,14 +1,8 @@
-import type { Leasehold } from '../client.js';
 import { type AgingResult, AgingService } from '../maintenance/aging.js';
 import { type RecoveryResult, RecoveryService } from '../maintenance/recovery.js';
-import {
-  DEFAULT_PRUNE_BATCH,
-  DEFAULT_PRUNE_LIMIT,
-  type PruneResult,
-  prunePass,
-  RetentionService,
-} from '../maintenance/retention.js';
+import { type PruneResult, RetentionService } from '../maintenance/retention.js';
 import type { ResolvedWorkerOptions } from './options.js';
+import type { WorkerContext } from './worker-context.js';
 
 /** What the worker does with the maintenance services' results. */
 export interface MaintenanceHooks {
@@ -21,48 +15,39 @@ export interface MaintenanceHooks {
 /**
  * The background services every worker runs beside its claim loops, each on its own jittered
  * timer and each disabled by an interval of 0: the expired-lease recovery sweep, retention, and the
- * fairness pass (aging, ordering-key repair).
+ * fairness pass (aging, ordering-key repair). All three are built the same way, from the context.
  */
 export class WorkerMaintenance {
   readonly #services: { start(): void; stop(): Promise<void> }[] = [];
 
-  constructor(lh: Leasehold, options: ResolvedWorkerOptions, hooks: MaintenanceHooks) {
-    const onError = (err: unknown) => hooks.error(err);
+  constructor(context: WorkerContext, options: ResolvedWorkerOptions, hooks: MaintenanceHooks) {
+    const base = { db: context.pool, schema: context.schema, onError: (err: unknown) => hooks.error(err) };
     if (options.recoveryIntervalMs > 0) {
       this.#services.push(
         new RecoveryService({
+          ...base,
           intervalMs: options.recoveryIntervalMs,
-          recover: () => lh.recoverExpired(),
+          backoff: context.backoff,
           onRecovered: (result) => hooks.recovered(result),
-          onError,
         }),
       );
     }
     if (options.pruneIntervalMs > 0) {
       this.#services.push(
         new RetentionService({
+          ...base,
           intervalMs: options.pruneIntervalMs,
-          pool: lh.pool,
-          schema: lh.schema,
-          prune: (runBatch) =>
-            prunePass(runBatch, lh.schema, {
-              succeededRetentionMs: lh.succeededRetentionMs,
-              batchSize: DEFAULT_PRUNE_BATCH,
-              limit: DEFAULT_PRUNE_LIMIT,
-            }),
+          succeededRetentionMs: context.succeededRetentionMs,
           onPruned: (result) => hooks.pruned(result),
-          onError,
         }),
       );
     }
     if (options.agingPassIntervalMs > 0) {
       this.#services.push(
         new AgingService({
+          ...base,
           intervalMs: options.agingPassIntervalMs,
-          db: lh.pool,
-          schema: lh.schema,
           onAged: (result) => hooks.aged(result),
-          onError,
         }),
       );
     }

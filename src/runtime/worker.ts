@@ -1,15 +1,13 @@
 import { EventEmitter } from 'node:events';
-import type { Leasehold } from '../client.js';
+import { contextOf } from '../context-of.js';
 import { LeaseholdError } from '../errors.js';
-import type { AgingResult } from '../maintenance/aging.js';
-import type { RecoveryResult } from '../maintenance/recovery.js';
-import type { PruneResult } from '../maintenance/retention.js';
+import { leaseFromRow } from '../lease.js';
 import { assertLogger, logWorkerEvents } from '../observability/logger.js';
 import { loadOtel, traceClaim, traceHandler } from '../observability/tracing.js';
-import { ClaimRouter } from '../operations/claim-router.js';
 import type { ClaimedRow } from '../storage/claim.js';
 import { wakeupChannel } from '../storage/enqueue.js';
-import { describeError } from './error-details.js';
+import { ClaimRouter } from './claim-router.js';
+import { describeError, type ErrorDetails } from './error-details.js';
 import { failureWrite, timeoutWrite } from './failure-outcome.js';
 import { type AbortReason, ActiveJob } from './job-context.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -24,47 +22,14 @@ import { OutcomeBatcher, type OutcomeResult } from './outcome-batcher.js';
 import { QueueRunner, type QueueRunnerHost } from './queue-runner.js';
 import { SlotPool } from './slot-pool.js';
 import { stopOnSignals } from './stop-signals.js';
-import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js';
+import type { OutcomeDetail } from './telemetry-events.js';
+import type { WorkerContext } from './worker-context.js';
+import { type WorkerCounters, type WorkerEventMap, zeroCounters } from './worker-events.js';
 import { WorkerMaintenance } from './worker-maintenance.js';
 
 export type { WorkerOptions } from './options.js';
 
-/** Running totals of one worker since it started. */
-export interface WorkerCounters {
-  claimed: number;
-  completed: number;
-  retried: number;
-  dead: number;
-  snoozed: number;
-  /** Outcomes the database refused (the lease was no longer current) or never sent (lease lapsed). */
-  lost: number;
-  /** Jobs whose handler ignored an aborted signal past the grace period. */
-  stuck: number;
-  /** Expired leases this worker's recovery sweep moved (from any worker). */
-  recovered: number;
-}
-
-/** Events a worker emits. */
-export interface WorkerEventMap {
-  /** A job's outcome was accepted. */
-  outcome: [job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail];
-  /** A claim statement answered (for metrics: its duration, and how long each job had waited). */
-  claimed: [queue: string, info: ClaimInfo];
-  /** A batched outcome statement answered (for metrics: its duration). */
-  flushed: [info: FlushInfo];
-  /** A job's signal was aborted (lease lost or lapsing, maximum runtime, shutdown). */
-  aborted: [job: ActiveJob, reason: AbortReason];
-  /** A handler kept running after its signal was aborted; its slot stays taken until it returns. */
-  stuck: [job: ActiveJob];
-  /** The recovery sweep moved expired leases. */
-  recovered: [result: RecoveryResult];
-  /** A fairness pass raised long-waiting jobs' priority or repaired ordering keys. */
-  aged: [result: AgingResult];
-  /** A retention pass removed finished or expired-retention jobs. */
-  pruned: [result: PruneResult];
-  /** An internal error (database unavailable, listener dropped); the worker retries by itself. */
-  error: [err: unknown];
-}
+export type { WorkerCounters, WorkerEventMap } from './worker-events.js';
 
 type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
 
@@ -78,18 +43,9 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   /** The lease owner name of this worker. */
   readonly owner: string;
   /** Running totals since start. */
-  readonly counters: WorkerCounters = {
-    claimed: 0,
-    completed: 0,
-    retried: 0,
-    dead: 0,
-    snoozed: 0,
-    lost: 0,
-    stuck: 0,
-    recovered: 0,
-  };
+  readonly counters: WorkerCounters = zeroCounters();
 
-  readonly #lh: Leasehold;
+  readonly #context: WorkerContext;
   readonly #options: ResolvedWorkerOptions;
   readonly #queues = new Map<string, QueueRunner>();
   readonly #batcher: OutcomeBatcher;
@@ -104,10 +60,15 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly #traceparents = new Map<string, string>();
   #removeSignalHandlers: (() => void) | null = null;
 
-  constructor(lh: Leasehold, options: WorkerOptions) {
+  /**
+   * Builds a worker on a resolved context (`lh.worker(options)` passes its client's); a
+   * `Leasehold` client is accepted too, for code written before the context existed.
+   */
+  constructor(context: WorkerContext | { readonly schema: string }, options: WorkerOptions) {
     super();
-    this.#lh = lh;
-    this.#options = resolveWorkerOptions(options, lh.backoff, lh.listen);
+    const ctx = contextOf<WorkerContext>(context);
+    this.#context = ctx;
+    this.#options = resolveWorkerOptions(options, ctx.backoff, ctx.listen);
     this.owner = this.#options.owner;
     if (options.logger !== undefined) {
       assertLogger(options.logger, 'options.logger');
@@ -119,15 +80,15 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       this.#queues.set(config.name, new QueueRunner(config, host, slotPool));
     }
     const reportError = (err: unknown) => this.#reportError(err);
-    this.#claims = new ClaimRouter(lh.pool, lh.schema);
+    this.#claims = new ClaimRouter(ctx.pool, ctx.schema);
     this.#batcher = new OutcomeBatcher(
-      lh.pool,
-      lh.schema,
+      ctx.pool,
+      ctx.schema,
       this.#options.outcomeBatchDelayMs,
       reportError,
       (info) => this.emit('flushed', info),
     );
-    this.#keeper = new LeaseKeeper(lh.pool, lh.schema, this.#options.queues, {
+    this.#keeper = new LeaseKeeper(ctx.pool, ctx.schema, this.#options.queues, {
       aborted: (job, reason) => this.#onAborted(job, reason),
       stuck: (job) => {
         this.counters.stuck++;
@@ -135,7 +96,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       },
       error: reportError,
     });
-    this.#maintenance = new WorkerMaintenance(lh, this.#options, {
+    this.#maintenance = new WorkerMaintenance(ctx, this.#options, {
       recovered: (result) => {
         this.counters.recovered += result.retried + result.dead;
         this.emit('recovered', result);
@@ -151,8 +112,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     });
     this.#listener = this.#options.listen
       ? new WakeupListener({
-          connection: lh.listenConnection,
-          channel: wakeupChannel(lh.schema),
+          connection: ctx.listenConnection,
+          channel: wakeupChannel(ctx.schema),
           onWake: (queue) => this.#wake(queue),
           onConnected: () => this.#wakeAll(),
           onError: reportError,
@@ -280,7 +241,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       claim: async (config, limit) => {
         const sentAt = performance.now();
         const { rows, traceparents } = await traceClaim(
-          { db: this.#lh.pool, schema: this.#lh.schema, queue: config.name },
+          { db: this.#context.pool, schema: this.#context.schema, queue: config.name },
           () => this.#claims.claim({ queue: config.name, owner: this.owner, limit, leaseMs: config.leaseMs }),
         );
         if (traceparents) for (const [id, parent] of traceparents) this.#traceparents.set(id, parent);
@@ -320,23 +281,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   #start(q: QueueRunner, row: ClaimedRow, claimSentAt: number): void {
     const { config } = q;
     const job = new ActiveJob(
-      {
-        jobId: row.id,
-        queue: config.name,
-        payload: row.payload,
-        owner: this.owner,
-        token: row.lease_token,
-        claimId: row.lease_claim_id,
-        attempt: row.attempt_count,
-        maxAttempts: row.max_attempts,
-        expiresAt: new Date(row.lease_expires_ms),
-      },
-      `${this.#lh.schema}:${row.id}`,
+      leaseFromRow(row, config.name, this.owner),
+      `${this.#context.schema}:${row.id}`,
       claimSentAt,
       config.leaseMs,
       this.#keeper.marginFor(config.leaseMs),
       config.maxRuntimeMs,
-      { db: this.#lh.pool, schema: this.#lh.schema },
+      { db: this.#context.pool, schema: this.#context.schema },
     );
     this.#keeper.track(job, config);
     const run = this.#execute(job, q).finally(() => {
@@ -362,8 +313,9 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       await traceHandler(job, this.#takeTraceparent(job.id), () => config.handler(job));
       outcome = this.#report(job, () => this.#batcher.complete(job.lease));
     } catch (err) {
-      detail.errorCode = describeError(err).errorCode;
-      outcome = this.#report(job, () => this.#recordFailure(job, config, err));
+      const details = describeError(err);
+      detail.errorCode = details.errorCode;
+      outcome = this.#report(job, () => this.#recordFailure(job, config, err, details));
     }
     job.settled = true;
     q.handlerSettled();
@@ -384,8 +336,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     return send();
   }
 
-  #recordFailure(job: ActiveJob, config: ResolvedQueue, err: unknown): Promise<OutcomeResult> {
-    const write = failureWrite(job.lease, config, err);
+  #recordFailure(
+    job: ActiveJob,
+    config: ResolvedQueue,
+    err: unknown,
+    details: ErrorDetails,
+  ): Promise<OutcomeResult> {
+    const write = failureWrite(job.lease, config, err, details);
     return write.kind === 'snooze' ? this.#batcher.snooze(write.ref) : this.#batcher.fail(write.ref);
   }
 

@@ -24,7 +24,7 @@ export const CLAIMED_TIMES = `(extract(epoch FROM j.lease_expires_at) * 1000)::f
  * durable record (claimed_at, owner, token, claim id $5, attempt_count); the record that ends the attempt
  * copies those facts, so the claim writes no event row.
  * $6 is a floor on available_at ('-infinity' for none): a worker that knows nothing claimable
- * lies below it starts the index walk there instead of at the front (see operations/claim-floor.ts).
+ * lies below it starts the index walk there instead of at the front (see runtime/claim-floor.ts).
  * The update finds the locked rows with `id = ANY (ARRAY(...))` rather than a join: joined, the
  * planner costed a hash join over a sequential scan of jobs as cheaper than 500 primary-key probes
  * once tens of thousands were pending (12 ms instead of 4 ms for a claim of 500 at 50,000).

@@ -1,15 +1,9 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
+import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
-import {
-  FENCE_INPUT_ARRAYS,
-  FENCE_INPUT_COLUMNS,
-  type FenceRef,
-  fenceArrays,
-  fencedCte,
-  refusalCountingCte,
-} from './refusals.js';
+import { refusalCountingCte } from './refusals.js';
 
 /**
  * JobCompleteMany: running -> succeeded, for a batch of leases in one statement.

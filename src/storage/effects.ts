@@ -1,5 +1,6 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import { type FenceRef, LEASE_FENCE, refusalCountingCte } from './refusals.js';
+import { type FenceRef, LEASE_FENCE } from './fence.js';
+import { refusalCountingCte } from './refusals.js';
 
 // Every effects write starts from the lease it presents ($1 id, $2 token, $3 claim id, $4 owner, $5 queue) and
 // locks the job row FOR SHARE while the lease is still current: no transition that would end the

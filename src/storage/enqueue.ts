@@ -45,7 +45,7 @@ const WakeupNotify = defineStatement('wakeup_notify', () => 'SELECT pg_notify($1
  * Ids come back in input order: unnest yields rows in array order, the insert draws identity
  * values in the order rows reach it, and nothing in between reorders them (no sort, no join, and
  * PostgreSQL never runs an INSERT in parallel). An explicit ORDER BY on the ordinality cost a sort
- * of every row with its payload, about a tenth of the statement; test/enqueue.test.ts checks the
+ * of every row with its payload, about a tenth of the statement; test/storage/enqueue.test.ts checks the
  * order.
  */
 const insertManyText = (s: string, notify: boolean) => `

@@ -1,13 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
 import { keySlotsReleaseCte } from './key-slots.js';
-import {
-  FENCE_INPUT_ARRAYS,
-  FENCE_INPUT_COLUMNS,
-  type FenceRef,
-  fenceArrays,
-  fencedCte,
-  refusalCountingCte,
-} from './refusals.js';
+import { refusalCountingCte } from './refusals.js';
 
 // A failed attempt is retried when the caller allows it and the attempt budget is not spent.
 // The budget is the job's max_attempts, or a smaller one for unclassified errors.

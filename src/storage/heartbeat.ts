@@ -1,12 +1,6 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import {
-  FENCE_INPUT_ARRAYS,
-  FENCE_INPUT_COLUMNS,
-  type FenceRef,
-  fenceArrays,
-  fencedCte,
-  refusalCountingCte,
-} from './refusals.js';
+import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
+import { refusalCountingCte } from './refusals.js';
 
 /**
  * JobExtendLeaseMany: running -> running with a later lease_expires_at, for a batch in one statement.

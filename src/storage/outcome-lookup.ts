@@ -1,5 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import type { FenceRef } from './refusals.js';
+import type { FenceRef } from './fence.js';
 
 /** What a landed outcome write did to its job. */
 export type LandedOutcome = 'completed' | 'retry' | 'dead' | 'snoozed';

@@ -33,80 +33,12 @@ export function refusalCountingCte(s: string, operation: FencedOperation): strin
   )`;
 }
 
-/**
- * The fence every lease-holding write must pass: same claim (token and random claim id), same
- * owner, lease not yet lapsed. The claim id keeps a token number reissued after a failover from
- * matching an older claim (see migration 005).
- * `status::text` is deliberate: written as `status = 'running'` the condition matches the
- * predicate of jobs_expired_lease_idx, and once a prepared statement switches to its generic plan
- * (which guesses 10 rows for the batch) the planner drove the join from that index, rescanning
- * the whole batch for every running job: 500 completions with 2,000 leases held took 160 ms
- * instead of 5. Hidden from the partial index, the batch drives primary-key lookups in every plan.
- */
-export const LEASE_FENCE = `j.id = input.id
-    AND j.status::text = 'running'
-    AND j.lease_owner = input.owner
-    AND j.lease_token = input.token
-    AND j.lease_claim_id = input.claim_id
-    AND j.lease_expires_at > now()`;
-
-/**
- * The `fenced` CTE of a batched fenced statement: the jobs of `input` whose lease is still the
- * presented one, each locked FOR UPDATE, with every `input` column. The statement then changes
- * exactly these rows by primary key.
- * Why a LATERAL probe per input row rather than a join of input and jobs on the fence: joined, the
- * planner costs the fence from the statistics of jobs, and statistics analysed while every job was
- * pending promise about one running job. It then drove the join from jobs and rescanned the batch
- * for every row (70 ms for 500 completions instead of 4). The row lock keeps the LATERAL subquery
- * from being flattened into a join, so the batch always drives one primary-key probe per lease.
- * Locking here, in READ COMMITTED, re-checks the fence on the newest version of a row a concurrent
- * transaction changed, and holds the row until commit, so the write that follows needs no fence.
- * Rows are locked in id order (the sorted subquery is kept apart by OFFSET 0, and the nested loop
- * keeps its order), so two fenced statements over the same leases, say a heartbeat and the
- * completion of the same jobs, wait for each other instead of deadlocking.
- */
-export function fencedCte(s: string): string {
-  return `fenced AS (
-    SELECT input.*
-    FROM (SELECT * FROM input ORDER BY id OFFSET 0) AS input
-    CROSS JOIN LATERAL (
-      SELECT j.id FROM ${s}.jobs AS j
-      WHERE ${LEASE_FENCE}
-      FOR UPDATE OF j
-    ) AS current_lease
-  )`;
-}
-
-/** A lease reference as the fenced statements take it. */
-export interface FenceRef {
-  jobId: string;
-  token: string;
-  claimId: string;
-  owner: string;
-  queue: string;
-}
-
-/**
- * The `input` columns of a batched fenced statement, from its first five parameters (the arrays of
- * `fenceArrays`); `more` lists the statement's own columns, from $6 on, as `$6::type[]` pairs.
- */
-export const FENCE_INPUT_ARRAYS = '$1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]';
-/** Column names matching FENCE_INPUT_ARRAYS. */
-export const FENCE_INPUT_COLUMNS = 'id, token, claim_id, owner, queue_name';
-
-/** Splits lease references into five parallel arrays: ids, tokens, claim ids, owners, queues ($1..$5 of a fenced statement). */
-export function fenceArrays(refs: readonly FenceRef[]): [string[], string[], string[], string[], string[]] {
-  const ids: string[] = [];
-  const tokens: string[] = [];
-  const claimIds: string[] = [];
-  const owners: string[] = [];
-  const queues: string[] = [];
-  for (const ref of refs) {
-    ids.push(ref.jobId);
-    tokens.push(ref.token);
-    claimIds.push(ref.claimId);
-    owners.push(ref.owner);
-    queues.push(ref.queue);
-  }
-  return [ids, tokens, claimIds, owners, queues];
-}
+/** @deprecated The fence moved to `fence.ts`; these re-exports keep older imports working. */
+export {
+  FENCE_INPUT_ARRAYS,
+  FENCE_INPUT_COLUMNS,
+  type FenceRef,
+  fenceArrays,
+  fencedCte,
+  LEASE_FENCE,
+} from './fence.js';

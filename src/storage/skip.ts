@@ -5,7 +5,7 @@ import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderi
 /**
  * JobSkip: dead -> cancelled, by an operator's decision to give up on the job so that its ordering
  * key moves on: the key's next job becomes claimable in this statement. Locks the job row
- * (FOR UPDATE, waiting for an in-flight replay); appends a `skipped` event (who, why) in the same
+ * (FOR UPDATE, waiting for an in-flight replay); appends a `key_skipped` event (who, why) in the same
  * statement. A job in another state is left alone and its status returned. Primary-key lookups.
  */
 const JobSkip = defineStatement(
@@ -26,7 +26,7 @@ const JobSkip = defineStatement(
   ),
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, error_code, actor, reason)
-    SELECT id, queue_name, 'skipped', 'cancelled', 'SKIPPED', $2, $3
+    SELECT id, queue_name, 'key_skipped', 'cancelled', 'SKIPPED', $2, $3
     FROM changed
   ),
   ${orderingAdvanceCte(s, 'changed')}

@@ -1,0 +1,172 @@
+import pg from 'pg';
+import type { LeaseholdOptions } from './client-options.js';
+import { resolveBackoff } from './config.js';
+import { contextOf as findContext } from './context-of.js';
+import {
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_POOL_SIZE,
+  DEFAULT_SCHEMA,
+  DEFAULT_SUCCEEDED_RETENTION_MS,
+  WAKEUP_WINDOW_MS,
+} from './defaults.js';
+import { ValidationError } from './errors.js';
+import { poolerDefaults } from './pooler-env.js';
+import { ClaimRouter } from './runtime/claim-router.js';
+import { type Queryable, quoteIdent, runUnnamedOn, runUnnamedOnPool } from './storage/db.js';
+import { notifyQueue } from './storage/enqueue.js';
+import { pinnedSearchPath } from './storage/search-path.js';
+import { rejectUnknownOptions } from './unknown-options.js';
+import {
+  assertSchemaName,
+  MAX_PAYLOAD_BYTES_LIMIT,
+  optionalBoolean,
+  optionalInt,
+  optionsObject,
+} from './validation.js';
+import { WakeupCoalescer } from './wakeup-coalescer.js';
+
+/** Every option `new Leasehold()` accepts (checked for typos at construction). */
+const KNOWN_OPTIONS: readonly (keyof LeaseholdOptions)[] = [
+  'connectionString',
+  'pool',
+  'poolSize',
+  'schema',
+  'backoff',
+  'maxPayloadBytes',
+  'succeededRetentionMs',
+  'preparedStatements',
+  'listen',
+  'listenConnectionString',
+];
+
+/**
+ * Everything a Leasehold client resolved from its options, once, at construction: the seam between
+ * the public client and the rooms below it. Every public call, the worker, the maintenance services
+ * and the dashboard take this record (or the narrow part they need), never the client itself.
+ * It holds connection settings (the listen connection may carry a password), so it is not public.
+ */
+export interface LeaseholdContext {
+  /** The pool every statement runs on (unless a call passes its own client). */
+  readonly pool: pg.Pool;
+  /** Whether `pool` was created here, and so is ended by `closeContext`. */
+  readonly ownsPool: boolean;
+  /** The validated schema name. */
+  readonly schema: string;
+  /** The schema, quoted for SQL text. */
+  readonly quotedSchema: string;
+  /** False when statements run unnamed (behind a transaction-mode pooler). */
+  readonly preparedStatements: boolean;
+  /** Whether workers listen for wake-ups by default. */
+  readonly listen: boolean;
+  /** Settings of the workers' LISTEN connection (a direct one, or the pool's). */
+  readonly listenConnection: pg.ClientConfig;
+  /** Resolved retry backoff. */
+  readonly backoff: Required<{ baseMs: number; maxMs: number }>;
+  /** Largest payload accepted, in JSON bytes. */
+  readonly maxPayloadBytes: number;
+  /** Default retention of succeeded jobs, in ms. */
+  readonly succeededRetentionMs: number;
+  /** Autocommit enqueues share one wake-up per queue per window (see wakeup-coalescer.ts). */
+  readonly wakeups: WakeupCoalescer;
+  /** `lh.claim`'s claim router: strict preference order, no claim floor (workers have their own). */
+  readonly claims: ClaimRouter;
+}
+
+/** Validates `LeaseholdOptions` (unknown keys included) and builds the context, creating a pool if none is given. */
+export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
+  const options = optionsObject(given);
+  rejectUnknownOptions(options, KNOWN_OPTIONS, 'options');
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  assertSchemaName(schema);
+  const backoff = resolveBackoff(options.backoff, 'backoff');
+  const maxPayloadBytes = optionalInt(
+    options.maxPayloadBytes,
+    'maxPayloadBytes',
+    2,
+    MAX_PAYLOAD_BYTES_LIMIT,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+  );
+  const succeededRetentionMs = optionalInt(
+    options.succeededRetentionMs,
+    'succeededRetentionMs',
+    0,
+    10 * 365 * 86_400_000,
+    DEFAULT_SUCCEEDED_RETENTION_MS,
+  );
+  if (
+    options.listenConnectionString !== undefined &&
+    (typeof options.listenConnectionString !== 'string' || options.listenConnectionString === '')
+  ) {
+    throw new ValidationError('listenConnectionString', 'must be a non-empty connection string');
+  }
+  const defaults = poolerDefaults(process.env, options.listenConnectionString);
+  const preparedStatements = optionalBoolean(
+    options.preparedStatements,
+    'preparedStatements',
+    defaults.preparedStatements,
+  );
+  const listen = optionalBoolean(options.listen, 'listen', defaults.listen);
+  let pool: pg.Pool;
+  let ownsPool: boolean;
+  if (options.pool) {
+    pool = options.pool;
+    ownsPool = false;
+  } else {
+    const connectionString = options.connectionString ?? process.env.DATABASE_URL;
+    if (!connectionString) {
+      throw new ValidationError('connectionString', 'give connectionString or pool, or set DATABASE_URL');
+    }
+    pool = new pg.Pool({
+      connectionString,
+      max: optionalInt(options.poolSize, 'poolSize', 1, 1000, DEFAULT_POOL_SIZE),
+      application_name: 'leasehold',
+      ...pinnedSearchPath(preparedStatements),
+    });
+    // An idle client losing its connection (a server restart) must not crash the process;
+    // the next query on a fresh connection reports the error where it can be handled.
+    pool.on('error', () => {});
+    ownsPool = true;
+  }
+  if (!preparedStatements) runUnnamedOnPool(pool);
+  const listenConnection: pg.ClientConfig =
+    defaults.listenConnectionString !== undefined
+      ? { connectionString: defaults.listenConnectionString }
+      : (pool as pg.Pool & { options: pg.ClientConfig }).options;
+  return {
+    pool,
+    ownsPool,
+    schema,
+    quotedSchema: quoteIdent(schema),
+    preparedStatements,
+    listen,
+    listenConnection,
+    backoff,
+    maxPayloadBytes,
+    succeededRetentionMs,
+    wakeups: new WakeupCoalescer(WAKEUP_WINDOW_MS, (queue) => notifyQueue(pool, schema, queue)),
+    claims: new ClaimRouter(pool, schema, null),
+  };
+}
+
+/** Sends pending wake-ups and ends the pool if the context created it. */
+export async function closeContext(context: LeaseholdContext): Promise<void> {
+  await context.wakeups.flush();
+  if (context.ownsPool) await context.pool.end();
+}
+
+/**
+ * The connection a call runs on: the caller's client (inside their transaction), else the pool.
+ * A caller's client is set to run statements unnamed when the context does.
+ */
+export function connectionFor(context: LeaseholdContext, client: Queryable | undefined): Queryable {
+  if (client === undefined) return context.pool;
+  if (!context.preparedStatements) runUnnamedOn(client);
+  return client;
+}
+
+export { attachContext } from './context-of.js';
+
+/** The context of a client (or `source` itself when it is a context): see context-of.ts. */
+export function contextOf(source: object): LeaseholdContext {
+  return findContext<LeaseholdContext>(source);
+}

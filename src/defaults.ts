@@ -1,0 +1,70 @@
+/**
+ * Every default of Leasehold's public options, in one place. Modules that used to define these
+ * re-export them from here, so older imports keep working; limits (largest accepted values) stay
+ * beside the validation that enforces them.
+ */
+
+/** The PostgreSQL schema holding Leasehold's tables. */
+export const DEFAULT_SCHEMA = 'leasehold';
+/** Connections in a pool Leasehold creates. */
+export const DEFAULT_POOL_SIZE = 10;
+/** Default retry backoff: the first retry within a second, none later than an hour. */
+export const DEFAULT_BACKOFF: Readonly<{ baseMs: number; maxMs: number }> = {
+  baseMs: 1000,
+  maxMs: 3_600_000,
+};
+/**
+ * Default lease length, for `lh.claim`, `lh.heartbeat` and workers alike: 30 s. Short enough that a
+ * crashed holder's jobs come back within half a minute (the recovery sweep runs every second),
+ * long enough that one missed renewal (workers renew well before expiry, a manual caller calls
+ * `heartbeat`) does not lose the lease on a busy machine. Longer work renews; it never needs a
+ * longer default.
+ */
+export const DEFAULT_LEASE_MS = 30_000;
+/** Default attempts per job. */
+export const DEFAULT_MAX_ATTEMPTS = 8;
+/** Default priority of a job (higher runs first). */
+export const DEFAULT_PRIORITY = 0;
+/** Default upper bound on a payload's size once serialised to JSON. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
+/** Window within which autocommit enqueues of one queue share a single wake-up notification. */
+export const WAKEUP_WINDOW_MS = 3;
+/** Jobs `lh.claim` takes when no `limit` is given. */
+export const DEFAULT_CLAIM_LIMIT = 1;
+
+/** Most expired leases one `recoverExpired()` call (or one sweep pass) moves. */
+export const DEFAULT_RECOVERY_LIMIT = 100_000;
+/** Mean interval of a worker's expired-lease recovery sweep (jittered by ±25%). */
+export const DEFAULT_RECOVERY_INTERVAL_MS = 1000;
+
+/** Succeeded jobs are kept this long by default (per queue: `configureQueue`'s `succeededRetentionMs`). */
+export const DEFAULT_SUCCEEDED_RETENTION_MS = 3_600_000;
+/** Mean interval between a worker's retention passes (jittered by ±25%). */
+export const DEFAULT_PRUNE_INTERVAL_MS = 60_000;
+/** Rows examined per pruning statement. */
+export const DEFAULT_PRUNE_BATCH = 1000;
+/** Most rows of each kind one pass removes; the next pass goes on. */
+export const DEFAULT_PRUNE_LIMIT = 1_000_000;
+
+/** Default mean interval between aging passes of a worker, in ms. */
+export const DEFAULT_AGING_PASS_INTERVAL_MS = 1000;
+/** Most jobs one aging pass raises per queue. */
+export const DEFAULT_AGING_LIMIT = 1000;
+
+/** Defaults for worker and queue options. */
+export const WORKER_DEFAULTS = {
+  concurrency: 10,
+  prefetch: 0,
+  leaseMs: DEFAULT_LEASE_MS,
+  maxRuntimeMs: 15 * 60_000,
+  renew: 'progress' as 'progress' | 'alive',
+  unknownErrorAttempts: 3,
+  weight: 1,
+  pollIntervalMs: 1000,
+  shutdownTimeoutMs: 10_000,
+  recoveryIntervalMs: DEFAULT_RECOVERY_INTERVAL_MS,
+  pruneIntervalMs: DEFAULT_PRUNE_INTERVAL_MS,
+  agingPassIntervalMs: DEFAULT_AGING_PASS_INTERVAL_MS,
+  claimBatchSize: 500,
+  outcomeBatchDelayMs: 0,
+};

@@ -1,0 +1,67 @@
+import type { EventEmitter } from 'node:events';
+import type { AgingResult } from '../maintenance/aging.js';
+import type { RecoveryResult } from '../maintenance/recovery.js';
+import type { PruneResult } from '../maintenance/retention.js';
+import type { AbortReason, ActiveJob } from './job-context.js';
+import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js';
+
+/**
+ * What a worker tells the outside: its events, counters and outcome types. The logger and the
+ * metrics depend on this module, not on `Worker`, so the arrows between the runtime and
+ * observability point one way.
+ */
+
+/** How one job's run ended, as the database accepted it (`lost`: refused or never sent). */
+export type OutcomeResult = 'completed' | 'retry' | 'dead' | 'snoozed' | 'lost';
+
+/** Running totals of one worker since it started. */
+export interface WorkerCounters {
+  claimed: number;
+  completed: number;
+  retried: number;
+  dead: number;
+  snoozed: number;
+  /** Outcomes the database refused (the lease was no longer current) or never sent (lease lapsed). */
+  lost: number;
+  /** Jobs whose handler ignored an aborted signal past the grace period. */
+  stuck: number;
+  /** Expired leases this worker's recovery sweep moved (from any worker). */
+  recovered: number;
+}
+
+/** Events a worker emits. */
+export interface WorkerEventMap {
+  /** A job's outcome was accepted. */
+  outcome: [job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail];
+  /** A claim statement answered (for metrics: its duration, and how long each job had waited). */
+  claimed: [queue: string, info: ClaimInfo];
+  /** A batched outcome statement answered (for metrics: its duration). */
+  flushed: [info: FlushInfo];
+  /** A job's signal was aborted (lease lost or lapsing, maximum runtime, shutdown). */
+  aborted: [job: ActiveJob, reason: AbortReason];
+  /** A handler kept running after its signal was aborted; its slot stays taken until it returns. */
+  stuck: [job: ActiveJob];
+  /** The recovery sweep moved expired leases. */
+  recovered: [result: RecoveryResult];
+  /** A fairness pass raised long-waiting jobs' priority or repaired ordering keys. */
+  aged: [result: AgingResult];
+  /** A retention pass removed finished or expired-retention jobs. */
+  pruned: [result: PruneResult];
+  /** An internal error (database unavailable, listener dropped); the worker retries by itself. */
+  error: [err: unknown];
+}
+
+/** What observers (logger, metrics) see of a worker: its events and a few gauges. */
+export interface WorkerEventSource extends EventEmitter<WorkerEventMap> {
+  /** The worker's lease owner name. */
+  readonly owner: string;
+  /** Handler slots in all. */
+  readonly slots: number;
+  /** Jobs running now. */
+  readonly activeCount: number;
+}
+
+/** A fresh set of counters, all zero. */
+export function zeroCounters(): WorkerCounters {
+  return { claimed: 0, completed: 0, retried: 0, dead: 0, snoozed: 0, lost: 0, stuck: 0, recovered: 0 };
+}

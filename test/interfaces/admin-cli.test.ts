@@ -1,0 +1,199 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { runCliInProcess } from '../support/cli-inprocess.js';
+import { databaseUrl, migratedClient } from '../support/db.js';
+
+// Commands run in this process, as the binary would run them (see support/cli-inprocess.ts).
+const cli = runCliInProcess;
+
+afterEach(() => vi.restoreAllMocks());
+
+describe('admin CLI', () => {
+  it('queues, pause and resume: a table by default, JSON on request', async () => {
+    const lh = await migratedClient();
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    await lh.enqueueMany('emails', [{ payload: 1 }, { payload: 2 }]);
+    await lh.configureQueue('emails', { owner: 'team-mail' });
+    expect(await cli(['pause', 'emails', ...db])).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('paused'),
+    });
+    const table = await cli(['queues', ...db]);
+    expect(table.code).toBe(0);
+    const [header, row] = table.stdout.trim().split('\n');
+    expect(header).toMatch(/^queue\s+pending\s+running\s+dead\s+oldest\s+owner\s+state$/);
+    expect(row).toMatch(/^emails\s+2\s+0\s+0\s+\S+\s+team-mail\s+paused$/);
+    await cli(['resume', 'emails', ...db]);
+    const json = JSON.parse((await cli(['queues', '--json', ...db])).stdout);
+    expect(json).toEqual([
+      expect.objectContaining({ name: 'emails', pending: 2, paused: false, owner: 'team-mail' }),
+    ]);
+  });
+
+  it('dead list, replay by id and by filter, and jobs show', async () => {
+    const lh = await migratedClient({ backoff: { baseMs: 0, maxMs: 0 } });
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    const { ids } = await lh.enqueueMany(
+      'reports',
+      Array.from({ length: 5 }, (_, i) => ({ payload: { secret: `s${i}` }, maxAttempts: 1 })),
+    );
+    for (const lease of await lh.claim({ queue: 'reports', owner: 'w', limit: 5 })) {
+      await lh.fail(lease, Object.assign(new Error('renderer crashed'), { code: 'RENDER' }));
+    }
+    const listed = await cli(['dead', 'list', '--queue', 'reports', '--limit', '3', ...db]);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/^id\s+queue\s+attempts\s+died\s+code\s+message/);
+    expect(listed.stdout).toContain('RENDER');
+    expect(listed.stdout).not.toContain('s0');
+    const cursor = /more: --cursor (\S+)/.exec(listed.stdout)?.[1];
+    expect(cursor).toBeDefined();
+    const rest = JSON.parse(
+      (await cli(['dead', 'list', '--queue', 'reports', '--cursor', cursor!, '--json', ...db])).stdout,
+    );
+    expect(rest.jobs).toHaveLength(2);
+
+    const byId = await cli(['replay', ids[0]!, '--reason', 'fixed', '--actor', 'alice', '--json', ...db]);
+    expect(JSON.parse(byId.stdout)).toEqual({ replayed: 1, ids: [ids[0]] });
+    const byFilter = await cli([
+      'replay',
+      '--queue',
+      'reports',
+      '--error-code',
+      'RENDER',
+      '--reason',
+      'fixed',
+      ...db,
+    ]);
+    expect(byFilter).toMatchObject({ code: 0, stdout: 'replayed 4 job(s)\n' });
+
+    const shown = await cli(['jobs', 'show', ids[0]!, ...db]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain(`job ${ids[0]} in queue reports: pending`);
+    expect(shown.stdout).toMatch(/dead\s+1\s+w\s+1\s+RENDER; renderer crashed/);
+    expect(shown.stdout).toMatch(/replayed\s+.*by alice; reason: fixed/);
+    expect(shown.stdout).not.toContain('secret');
+    const json = JSON.parse((await cli(['jobs', 'show', ids[0]!, '--json', ...db])).stdout);
+    expect(json.history.map((e: { kind: string }) => e.kind)).toEqual([
+      'enqueued',
+      'claimed',
+      'dead',
+      'replayed',
+    ]);
+    expect(json).not.toHaveProperty('payload');
+    const withPayload = JSON.parse(
+      (await cli(['jobs', 'show', ids[0]!, '--json', '--payload', ...db])).stdout,
+    );
+    expect(withPayload.payload).toEqual({ secret: 's0' });
+  });
+
+  it('cancel and prune', async () => {
+    const lh = await migratedClient();
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    const { id } = await lh.enqueue('orders', {});
+    expect(await cli(['cancel', id, '--reason', 'withdrawn', ...db])).toMatchObject({
+      code: 0,
+      stdout: `cancelled job ${id} (it was pending)\n`,
+    });
+    expect((await lh.getJob(id))?.status).toBe('cancelled');
+    const again = await cli(['cancel', id, '--reason', 'twice', ...db]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toBe(
+      `leasehold: cannot cancel: only pending or running jobs can be cancelled (${id} is cancelled); nothing was changed\n`,
+    );
+    const pruned = await cli(['prune', '--succeeded-retention', '0', '--json', ...db]);
+    expect(JSON.parse(pruned.stdout)).toEqual({ succeeded: 0, terminal: 0, skipped: false });
+  });
+
+  it('bad input exits non-zero with a clear one-line message', async () => {
+    const lh = await migratedClient();
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    const cases: [string[], RegExp][] = [
+      [
+        ['jobs', 'show', 'abc', ...db],
+        /^leasehold: .*'abc' is invalid .* a job id is a positive whole number/,
+      ],
+      [
+        ['replay', '7', 'x1', '--reason', 'r', ...db],
+        /'x1' is invalid .* a job id is a positive whole number/,
+      ],
+      [['cancel', '0', '--reason', 'r', ...db], /'0' is invalid .* a job id is a positive whole number/],
+      [['queues', '--bogus', ...db], /^leasehold: unknown option '--bogus'/],
+      [['metrics', '--json', ...db], /^leasehold: unknown option '--json'/],
+      [['dashboard', '--json', ...db], /^leasehold: unknown option '--json'/],
+      [['jobs', 'show', '424242', ...db], /^leasehold: no job 424242/],
+      [['dead', 'list', '--limit', 'ten', ...db], /--limit <n>' argument 'ten' is invalid/],
+      [['dead', 'list', '--before', 'yesterday', ...db], /expected an ISO 8601 time/],
+      [['replay', '--reason', 'x', ...db], /^leasehold: give job ids or a filter/],
+      [['replay', '1', '--queue', 'q', '--reason', 'x', ...db], /^leasehold: give job ids or a filter/],
+      [['cancel', '1', ...db], /^leasehold: required option '--reason <text>' not specified/],
+      [['pause', 'bad queue!', ...db], /^leasehold: queue: must be 1 to 128 characters/],
+      [
+        ['queues', '--database-url', 'mysql://x/y'],
+        /^leasehold: --database-url: expected a postgres:\/\/ URL/,
+      ],
+    ];
+    for (const [args, message] of cases) {
+      const result = await cli(args);
+      expect(result.code, args.join(' ')).not.toBe(0);
+      expect(result.stderr.trim().split('\n'), args.join(' ')).toHaveLength(1);
+      expect(result.stderr, args.join(' ')).toMatch(message);
+    }
+    // No statement names, no driver jargon: what is wrong and what to do.
+    const missing = `${lh.schema}_never_migrated`;
+    for (const args of [['queues'], ['dead', 'list'], ['jobs', 'show', '1'], ['dashboard'], ['metrics']]) {
+      const result = await cli([...args, '--database-url', databaseUrl(), '--schema', missing]);
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stderr, args.join(' ')).toBe(
+        `leasehold: schema ${missing} is not migrated (it holds no Leasehold tables): run \`leasehold migrate --schema ${missing}\` against this database, or pass the --schema (or LEASEHOLD_SCHEMA) your application uses\n`,
+      );
+    }
+    const unreachable = await cli(['queues', '--database-url', 'postgres://postgres@127.0.0.1:1/postgres']);
+    expect(unreachable.stderr).toMatch(
+      /^leasehold: cannot use the database \(.*ECONNREFUSED.*\): check --database-url or DATABASE_URL\n$/,
+    );
+    expect(unreachable.stderr).not.toMatch(/leasehold_[a-z_]+_[0-9a-f]{10}/);
+    const saved = process.env.DATABASE_URL;
+    delete process.env.DATABASE_URL;
+    try {
+      expect((await cli(['queues'])).stderr).toBe(
+        'leasehold: no database: give --database-url or set DATABASE_URL\n',
+      );
+    } finally {
+      if (saved !== undefined) process.env.DATABASE_URL = saved;
+    }
+  });
+
+  it('reads the schema from LEASEHOLD_SCHEMA, and says --reason is required', async () => {
+    const lh = await migratedClient();
+    await lh.enqueue('from-env', {});
+    process.env.LEASEHOLD_SCHEMA = lh.schema;
+    try {
+      const listed = await cli(['queues', '--json', '--database-url', databaseUrl()]);
+      expect(listed.code).toBe(0);
+      expect(JSON.parse(listed.stdout).map((q: { name: string }) => q.name)).toEqual(['from-env']);
+    } finally {
+      delete process.env.LEASEHOLD_SCHEMA;
+    }
+    for (const command of ['cancel', 'replay']) {
+      expect((await cli([command, '--help'])).stdout).toMatch(/--reason <text> +why \(required;/);
+    }
+  });
+
+  it('every command has help with examples', async () => {
+    for (const args of [
+      ['jobs', 'show'],
+      ['dead', 'list'],
+      ['replay'],
+      ['cancel'],
+      ['queues'],
+      ['pause'],
+      ['resume'],
+      ['prune'],
+    ]) {
+      const help = await cli([...args, '--help']);
+      expect(help.code).toBe(0);
+      expect(help.stdout, args.join(' ')).toContain('Examples:');
+      expect(help.stdout, args.join(' ')).toContain('--database-url');
+      expect(help.stdout, args.join(' ')).toContain('--json');
+    }
+  });
+});

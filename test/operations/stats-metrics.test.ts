@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { createStatsMetrics, Leasehold } from '../../src/index.js';
+import { databaseUrl, migratedClient, uniqueSchema } from '../support/db.js';
+
+describe('database metrics', () => {
+  it('say leasehold_up 1 and type the refusal count as a counter', async () => {
+    const lh = await migratedClient();
+    await lh.enqueue('metered', {});
+    const [lease] = await lh.claim({ queue: 'metered', owner: 'a' });
+    await lh.complete(lease!);
+    expect(await lh.complete(lease!)).toBe(false); // a stale write: one refusal counted
+    const text = await createStatsMetrics(lh).metrics();
+    expect(text).toMatch(/^leasehold_up 1$/m);
+    expect(text).toMatch(/^# TYPE leasehold_lease_refusals_total counter$/m);
+    expect(text).toMatch(/^leasehold_lease_refusals_total\{queue="metered",operation="complete"\} 1$/m);
+    expect(text).toMatch(/^leasehold_stats_window_seconds \d+/m);
+  });
+
+  it('answer leasehold_up 0, without queue series, when the statistics cannot be read', async () => {
+    // A schema that was never migrated: the database answers, with an error.
+    const lh = new Leasehold({ connectionString: databaseUrl(), schema: uniqueSchema() });
+    const errors: unknown[] = [];
+    try {
+      const text = await createStatsMetrics(lh, { onError: (err) => errors.push(err) }).metrics();
+      expect(text).toMatch(/^leasehold_up 0$/m);
+      expect(text).not.toMatch(/^leasehold_queue_/m);
+      expect(errors).toHaveLength(1);
+    } finally {
+      await lh.close();
+    }
+  });
+});
