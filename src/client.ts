@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type {
   ClaimOptions,
   EnqueueItem,
@@ -14,8 +14,19 @@ import {
   DEFAULT_LEASE_MS,
   DEFAULT_MAX_ATTEMPTS,
   MAX_ATTEMPTS_LIMIT,
+  MAX_LEASE_MS,
   resolveBackoff,
 } from './config.js';
+import {
+  createLeaseholdPool,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_STATEMENT_TIMEOUT_MS,
+  type ListenConnection,
+  listenConnectionFor,
+  plainListenConnection,
+} from './connection/leasehold-pool.js';
+import { resolveConnectionSettings } from './connection/settings.js';
+import type { OutstandingStatement, StatementWatch } from './connection/statement-watch.js';
 import { ValidationError } from './errors.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
@@ -118,6 +129,10 @@ export class Leasehold {
   readonly listen: boolean;
   /** Settings of the workers' LISTEN connection (a direct one, or the pool's). */
   readonly listenConnection: pg.ClientConfig;
+  /** How the workers open their LISTEN connection: through the same host list as the pool. */
+  readonly listenVia: ListenConnection;
+  // Statements outstanding on the pool Leasehold created (null for a pool of the caller's).
+  readonly #statements: StatementWatch | null;
   readonly #ownsPool: boolean;
   // Autocommit enqueues share one wake-up per queue per window (see wakeup-coalescer.ts).
   readonly #wakeups = new WakeupCoalescer(WAKEUP_WINDOW_MS, (queue) =>
@@ -157,30 +172,62 @@ export class Leasehold {
       defaults.preparedStatements,
     );
     this.listen = optionalBoolean(options.listen, 'listen', defaults.listen);
+    const listenUrl = defaults.listenConnectionString;
+    const timeouts = {
+      statementTimeoutMs: optionalInt(
+        options.statementTimeoutMs,
+        'statementTimeoutMs',
+        0,
+        MAX_LEASE_MS,
+        DEFAULT_STATEMENT_TIMEOUT_MS,
+      ),
+      connectTimeoutMs: optionalInt(
+        options.connectTimeoutMs,
+        'connectTimeoutMs',
+        100,
+        600_000,
+        DEFAULT_CONNECT_TIMEOUT_MS,
+      ),
+      serverTimeout: this.preparedStatements,
+    };
+    let listen: ListenConnection | null = null;
     if (options.pool) {
+      if (options.hosts !== undefined || options.targetSessionAttrs !== undefined) {
+        throw new ValidationError(
+          'hosts',
+          'cannot be combined with pool: give connectionString and hosts instead',
+        );
+      }
       this.pool = options.pool;
       this.#ownsPool = false;
+      this.#statements = null;
     } else {
       const connectionString = options.connectionString ?? process.env.DATABASE_URL;
-      if (!connectionString) {
+      if (!connectionString && options.hosts === undefined) {
         throw new ValidationError('connectionString', 'give connectionString or pool, or set DATABASE_URL');
       }
-      this.pool = new pg.Pool({
-        connectionString,
+      const created = createLeaseholdPool({
+        connection: resolveConnectionSettings({ ...options, connectionString }),
         max: optionalInt(options.poolSize, 'poolSize', 1, 1000, 10),
-        application_name: 'leasehold',
+        ...timeouts,
       });
-      // An idle client losing its connection (a server restart) must not crash the process;
-      // the next query on a fresh connection reports the error where it can be handled.
-      this.pool.on('error', () => {});
+      this.pool = created.pool;
+      this.#statements = created.watch;
+      listen = created.listen;
       this.#ownsPool = true;
     }
     if (!this.preparedStatements) runUnnamedOnPool(this.pool);
-    if (defaults.listenConnectionString !== undefined) {
-      this.listenConnection = { connectionString: defaults.listenConnectionString };
+    if (listenUrl !== undefined) {
+      this.listenConnection = { connectionString: listenUrl };
+      listen = listenConnectionFor({
+        connection: resolveConnectionSettings({ connectionString: listenUrl }, 'listenConnectionString'),
+        max: 1,
+        ...timeouts,
+      });
     } else {
       this.listenConnection = (this.pool as pg.Pool & { options: pg.ClientConfig }).options;
     }
+    this.listenVia = listen ?? plainListenConnection(this.listenConnection);
     // lh.claim keeps strict preference order: no claim floor (workers use one, see claim-floor.ts).
     this.#claims = new ClaimRouter(this.pool, this.schema, null);
   }
@@ -188,6 +235,15 @@ export class Leasehold {
   /** Creates or upgrades the schema; safe to call from many processes at once. */
   migrate(): Promise<MigrateResult> {
     return migrate(this.pool, this.schema);
+  }
+
+  /**
+   * The statement waiting longest for its answer on the pool Leasehold created, or null (none
+   * outstanding, or a pool of your own). Answers without the database: a statement stuck on a dead
+   * connection or a commit waiting for a lost synchronous standby shows here while nothing else does.
+   */
+  oldestStatement(): OutstandingStatement | null {
+    return this.#statements?.oldest() ?? null;
   }
 
   /** Ends the pool if Leasehold created it. */

@@ -151,7 +151,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     });
     this.#listener = this.#options.listen
       ? new WakeupListener({
-          connection: lh.listenConnection,
+          connection: lh.listenVia,
           channel: wakeupChannel(lh.schema),
           onWake: (queue) => this.#wake(queue),
           onConnected: () => this.#wakeAll(),
