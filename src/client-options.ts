@@ -23,8 +23,8 @@ export interface LeaseholdOptions {
    */
   targetSessionAttrs?: TargetSessionAttrs;
   /**
-   * Longest a statement may run on the pool Leasehold creates, in ms (default 60 s, the default
-   * lease; 0: no limit). Set as `statement_timeout` on each connection (not behind a
+   * Longest a statement may run on the pool Leasehold creates, in ms (default 30 s, the default
+   * lease of a worker; 0: no limit). Set as `statement_timeout` on each connection (not behind a
    * transaction-mode pooler), and 5 s later the client gives up on a statement that got no answer at
    * all (a dead connection): it fails, and a lost outcome write is looked up before it is resent.
    */

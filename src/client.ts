@@ -541,7 +541,7 @@ export class Leasehold {
 
   /** Checks health rules (old work, dead jobs, old transactions, table bloat); `ok` false lists each failure. */
   checkHealth(rules: HealthRules = {}): Promise<HealthReport> {
-    return checkHealth(this.pool, this.schema, rules);
+    return checkHealth(this.pool, this.schema, rules, () => this.oldestStatement());
   }
 
   /** Creates a worker that runs handlers for the given queues. Call `start()` on it. */

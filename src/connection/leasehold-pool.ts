@@ -3,8 +3,8 @@ import { type ClientRoute, LeaseholdClient, PrimaryLocator, sameHost } from './p
 import type { ConnectionSettings } from './settings.js';
 import { StatementWatch } from './statement-watch.js';
 
-/** Default `statementTimeoutMs`: the default lease, since a statement outliving a lease is lost work anyway. */
-export const DEFAULT_STATEMENT_TIMEOUT_MS = 60_000;
+/** Default `statementTimeoutMs`: a worker's default lease, since a statement outliving its lease is lost work anyway. */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
 /** Default `connectTimeoutMs`: how long one connection attempt to one host may take. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** Idle time before TCP keepalive probes start on Leasehold's connections. */
@@ -72,6 +72,14 @@ export function createLeaseholdPool(settings: PoolSettings): LeaseholdPool {
   // An idle client losing its connection (a server restart) must not crash the process;
   // the next query on a fresh connection reports the error where it can be handled.
   pool.on('error', () => {});
+  // A connection whose server the host list gave up (another one answered read-only or went away)
+  // is closed as it comes back, so the pool does not keep serving reads from a demoted server; pg
+  // drops a client that is ending when it is released.
+  if (locator) {
+    pool.on('release', (_err: unknown, client: pg.PoolClient) => {
+      if (client instanceof LeaseholdClient && client.stale) client.end().catch(() => {});
+    });
+  }
   return { pool, watch, listen: routedListenConnection(common, locator) };
 }
 

@@ -27,6 +27,7 @@ const CONNECTION_GONE = new Set([
  */
 export class PrimaryLocator {
   #current: HostAddress | null = null;
+  #generation = 0;
   #finding: Promise<HostAddress> | null = null;
   readonly #lostListeners = new Set<(host: HostAddress) => void>();
 
@@ -45,10 +46,16 @@ export class PrimaryLocator {
     return this.#finding;
   }
 
+  /** Counts the hosts given up: a connection made before the last one is on a server given up. */
+  get generation(): number {
+    return this.#generation;
+  }
+
   /** A connection to `host` found it unfit or gone: forget it, and tell those watching. */
   lost(host: HostAddress): void {
     if (!this.#current || !sameHost(this.#current, host)) return;
     this.#current = null;
+    this.#generation++;
     for (const listener of this.#lostListeners) listener(host);
   }
 
@@ -129,6 +136,7 @@ type QueryCallback = (err: Error | undefined, result: unknown) => void;
 export class LeaseholdClient extends pg.Client {
   readonly #route: ClientRoute | undefined;
   #server: HostAddress | null = null;
+  #generation = 0;
 
   constructor(config?: pg.ClientConfig & { leasehold?: ClientRoute }) {
     super(config);
@@ -141,6 +149,12 @@ export class LeaseholdClient extends pg.Client {
   /** The host this client connected to through a host list (null without one). */
   get server(): HostAddress | null {
     return this.#server;
+  }
+
+  /** True once the host list gave up the server this client is on: the pool should drop it. */
+  get stale(): boolean {
+    const locator = this.#route?.locator;
+    return locator != null && this.#server != null && locator.generation !== this.#generation;
   }
 
   override connect(): Promise<pg.Client>;
@@ -169,9 +183,11 @@ export class LeaseholdClient extends pg.Client {
       await super.connect();
       return;
     }
+    const generation = locator.generation;
     const host = await locator.current();
     aim(this, host);
     this.#server = host;
+    this.#generation = generation;
     try {
       await super.connect();
     } catch (err) {

@@ -65,6 +65,8 @@ export function resolveConnectionSettings(
   const base = parsed ? { connectionString: parsed.connectionString } : {};
   // One server and no session check: exactly what pg does with the string itself.
   if (hosts !== null && hosts.length === 1 && target === 'any' && input.hosts === undefined) hosts = null;
+  // A single server with a session check is a list of one: the check still applies.
+  if (hosts === null && target !== 'any' && parsed?.server) hosts = [parsed.server];
   if (hosts === null && target !== 'any') {
     throw new ValidationError('targetSessionAttrs', 'needs a host list (several hosts in the URL, or hosts)');
   }
@@ -76,6 +78,8 @@ interface ParsedUrl {
   connectionString: string;
   hosts: HostAddress[] | null;
   targetSessionAttrs: TargetSessionAttrs | undefined;
+  /** The one server of a single-host URL (null for a list, or a string that is not a URL). */
+  server: HostAddress | null;
 }
 
 function parseUrl(text: string, field: string): ParsedUrl {
@@ -83,7 +87,7 @@ function parseUrl(text: string, field: string): ParsedUrl {
   if (!match) {
     // Not a URL (a socket path or key/value settings): pg reads it as before; nothing to check here.
     if (text.includes('://')) throw new ValidationError(field, 'expected a postgres:// or postgresql:// URL');
-    return { connectionString: text, hosts: null, targetSessionAttrs: undefined };
+    return { connectionString: text, hosts: null, targetSessionAttrs: undefined, server: null };
   }
   const [, scheme = '', authority = '', rest = ''] = match;
   const at = authority.lastIndexOf('@');
@@ -122,12 +126,11 @@ function parseUrl(text: string, field: string): ParsedUrl {
       'is not a valid connection URL (check the host, port and percent-encoding)',
     );
   }
-  // A single host with a session check is a list of one: the check still applies.
-  const single = hosts === null && targetSessionAttrs !== undefined && targetSessionAttrs !== 'any';
   return {
     connectionString,
-    hosts: single ? [{ host: host || 'localhost', port: port ? parsePort(port, field) : 5432 }] : hosts,
+    hosts,
     targetSessionAttrs,
+    server: hosts ? null : { host: host || 'localhost', port: port ? parsePort(port, field) : 5432 },
   };
 }
 

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Leasehold } from '../client.js';
+import type { OutstandingStatement } from '../connection/statement-watch.js';
 import { LeaseholdError } from '../errors.js';
 import type { AgingResult } from '../maintenance/aging.js';
 import type { RecoveryResult } from '../maintenance/recovery.js';
@@ -23,6 +24,7 @@ import {
 import { OutcomeBatcher, type OutcomeResult } from './outcome-batcher.js';
 import { QueueRunner, type QueueRunnerHost } from './queue-runner.js';
 import { SlotPool } from './slot-pool.js';
+import { StallWatch } from './stall-watch.js';
 import { stopOnSignals } from './stop-signals.js';
 import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js';
 import { WorkerMaintenance } from './worker-maintenance.js';
@@ -64,6 +66,11 @@ export interface WorkerEventMap {
   pruned: [result: PruneResult];
   /** An internal error (database unavailable, listener dropped); the worker retries by itself. */
   error: [err: unknown];
+  /**
+   * A statement has waited for its answer longer than the shortest lease of this worker (a dead
+   * connection, a paused server, a commit waiting for a lost synchronous standby): once per episode.
+   */
+  stalled: [statement: OutstandingStatement];
 }
 
 type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
@@ -97,6 +104,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly #keeper: LeaseKeeper;
   readonly #maintenance: WorkerMaintenance;
   readonly #listener: WakeupListener | null;
+  readonly #stalls: StallWatch;
   readonly #runs = new Map<ActiveJob, Promise<void>>();
   #state: WorkerState = 'idle';
   #pollTimer: NodeJS.Timeout | null = null;
@@ -149,6 +157,11 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       },
       error: reportError,
     });
+    this.#stalls = new StallWatch(
+      () => lh.oldestStatement(),
+      Math.min(...this.#options.queues.map((q) => q.leaseMs)),
+      (statement) => this.emit('stalled', statement),
+    );
     this.#listener = this.#options.listen
       ? new WakeupListener({
           connection: lh.listenVia,
@@ -184,6 +197,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     }
     this.#state = 'running';
     this.#listener?.start();
+    this.#stalls.start();
     this.#maintenance.start();
     this.#pollTimer = setInterval(() => this.#wakeAll(), this.#options.pollIntervalMs);
     if (this.#options.handleSignals) this.#removeSignalHandlers = stopOnSignals(() => this.stop());
@@ -255,6 +269,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       );
     }
     this.#keeper.stop();
+    this.#stalls.stop();
     this.#removeSignalHandlers?.();
     this.#removeSignalHandlers = null;
     this.#state = 'stopped';

@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest';
+import { resolveConnectionSettings } from '../src/connection/settings.js';
+import { Leasehold, ValidationError } from '../src/index.js';
+import { WakeupListener } from '../src/runtime/listener.js';
+import { testPool, waitFor } from './support/db.js';
+
+function refusal(build: () => unknown): ValidationError {
+  try {
+    build();
+  } catch (err) {
+    return err as ValidationError;
+  }
+  throw new Error('expected a ValidationError');
+}
+
+describe('connection settings', () => {
+  it('parses a libpq multi-host URL, which pg itself cannot, into a host list with its session check', () => {
+    const settings = resolveConnectionSettings({
+      connectionString:
+        'postgres://u:p%40ss@db-a:55501,[::1]:55502,db-c/app?sslmode=disable&target_session_attrs=read-write',
+    });
+    expect(settings).toEqual({
+      base: { connectionString: 'postgres://u:p%40ss@db-a:55501/app?sslmode=disable' },
+      hosts: [
+        { host: 'db-a', port: 55501 },
+        { host: '::1', port: 55502 },
+        { host: 'db-c', port: 5432 },
+      ],
+      targetSessionAttrs: 'read-write',
+    });
+    // One host and no check: the string goes to pg exactly as given.
+    expect(resolveConnectionSettings({ connectionString: 'postgres://u@h:1/d' })).toEqual({
+      base: { connectionString: 'postgres://u@h:1/d' },
+      hosts: null,
+      targetSessionAttrs: 'any',
+    });
+    // One host with a check is a list of one: the check still runs.
+    expect(
+      resolveConnectionSettings({ connectionString: 'postgres://u@h:7/d', targetSessionAttrs: 'primary' })
+        .hosts,
+    ).toEqual([{ host: 'h', port: 7 }]);
+    expect(
+      resolveConnectionSettings({
+        connectionString: 'postgres://u@h/d',
+        hosts: [{ host: 'a' }, { host: 'b', port: 2 }],
+      }).hosts,
+    ).toEqual([
+      { host: 'a', port: 5432 },
+      { host: 'b', port: 2 },
+    ]);
+  });
+
+  it('refuses bad connection settings up front with a ValidationError that never repeats the password', () => {
+    const cases: [() => unknown, string, RegExp][] = [
+      [
+        () => new Leasehold({ connectionString: 'postgres://u:secret@a:99999,b/db' }),
+        'connectionString',
+        /1\.\.65535/,
+      ],
+      [
+        () => new Leasehold({ connectionString: 'postgres://u:secret@a:1,,b/db' }),
+        'connectionString',
+        /malformed host/,
+      ],
+      [
+        () => new Leasehold({ connectionString: 'postgres://u:secret@[oops/db' }),
+        'connectionString',
+        /valid connection URL/,
+      ],
+      [
+        () => new Leasehold({ connectionString: 'postgres://u:secret@a,b/db?target_session_attrs=standby' }),
+        'connectionString target_session_attrs',
+        /read-write/,
+      ],
+      [
+        () => new Leasehold({ connectionString: 'postgres://u@a/db?host=x,y' }),
+        'connectionString',
+        /authority/,
+      ],
+      [() => new Leasehold({ connectionString: 'postgres://u@a/db', hosts: [] }), 'hosts', /1 to 16/],
+      [
+        () => new Leasehold({ connectionString: 'postgres://u@a/db', hosts: [{ host: 'a b' }] }),
+        'hosts[0].host',
+        /host/,
+      ],
+      [
+        () => new Leasehold({ connectionString: 'postgres://u@a/db', hosts: [{ host: 'a', port: 0 }] }),
+        'hosts[0].port',
+        /1\.\.65535/,
+      ],
+      [
+        () => new Leasehold({ pool: testPool(1), hosts: [{ host: 'a' }] }),
+        'hosts',
+        /cannot be combined with pool/,
+      ],
+      [
+        () => new Leasehold({ connectionString: 'postgres://u@a/db', statementTimeoutMs: -1 }),
+        'statementTimeoutMs',
+        /./,
+      ],
+      [
+        () =>
+          new Leasehold({
+            connectionString: 'postgres://u@a/db',
+            listenConnectionString: 'postgres://u:secret@a,,b/d',
+          }),
+        'listenConnectionString',
+        /malformed/,
+      ],
+    ];
+    for (const [build, field, message] of cases) {
+      const err = refusal(build);
+      expect(err).toBeInstanceOf(ValidationError);
+      expect([err.code, err.field]).toEqual(['VALIDATION', field]);
+      expect(err.message).toMatch(message);
+      expect(err.message).not.toContain('secret');
+    }
+  });
+});
+
+describe('the listener connect path', () => {
+  it('a connect that throws synchronously or rejects is retried with backoff and never rejects unhandled', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const attempts: number[] = [];
+    const errors: unknown[] = [];
+    const listener = new WakeupListener({
+      connection: {
+        connect: (() => {
+          attempts.push(performance.now());
+          // Alternate the two ways a connect can fail.
+          if (attempts.length % 2 === 1) throw new TypeError('Invalid URL (thrown synchronously)');
+          return Promise.reject(new Error('connect ECONNREFUSED (rejected)'));
+        }) as never,
+        watch: () => () => {},
+      },
+      channel: 'lh_listener_test',
+      onWake: () => {},
+      onConnected: () => {},
+      onError: (err) => errors.push(err),
+    });
+    try {
+      listener.start();
+      await waitFor(() => attempts.length >= 4, { what: 'four connect attempts' });
+      // Give any unhandled rejection of the last attempt a turn to surface.
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      await listener.stop();
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
+    expect(errors.map((err) => (err as Error).message).slice(0, 2)).toEqual([
+      'Invalid URL (thrown synchronously)',
+      'connect ECONNREFUSED (rejected)',
+    ]);
+    // Retries wait (jittered backoff), they do not spin.
+    const stopped = attempts.length;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(attempts.length).toBe(stopped);
+  });
+});
