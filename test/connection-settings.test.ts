@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { resolveConnectionSettings } from '../src/connection/settings.js';
 import { Leasehold, ValidationError } from '../src/index.js';
 import { WakeupListener } from '../src/runtime/listener.js';
-import { testPool, waitFor } from './support/db.js';
+import { databaseUrl, pooled, testPool, uniqueSchema, waitFor } from './support/db.js';
 
 function refusal(build: () => unknown): ValidationError {
   try {
@@ -158,5 +158,36 @@ describe('the listener connect path', () => {
     const stopped = attempts.length;
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(attempts.length).toBe(stopped);
+  });
+});
+
+describe('the pool Leasehold creates', () => {
+  it('has TCP keepalive, a connect timeout and a statement timeout bounded like a lease; 0 turns the timeout off', async () => {
+    const schema = uniqueSchema();
+    const timed = new Leasehold({ connectionString: databaseUrl(), schema, statementTimeoutMs: 1500 });
+    const untimed = new Leasehold({ connectionString: databaseUrl(), schema, statementTimeoutMs: 0 });
+    try {
+      const options = (timed.pool as unknown as { options: Record<string, unknown> }).options;
+      expect(options).toMatchObject({
+        keepAlive: true,
+        keepAliveInitialDelayMillis: 10_000,
+        connectionTimeoutMillis: 10_000,
+        query_timeout: 6500,
+      });
+      expect(
+        (untimed.pool as unknown as { options: Record<string, unknown> }).options.query_timeout,
+      ).toBeUndefined();
+      const setting = async (lh: Leasehold) =>
+        (await lh.pool.query<{ v: string }>("SELECT current_setting('statement_timeout') AS v")).rows[0]?.v;
+      // Behind a transaction pooler a session SET would leak to other clients: it is not sent.
+      expect(await setting(timed)).toBe(pooled() ? '0' : '1500ms');
+      expect(await setting(untimed)).toBe('0');
+      // The server's timeout answers first, with its own SQLSTATE, not the client's.
+      const err = await timed.pool.query('SELECT pg_sleep(3)').catch((e: unknown) => e);
+      expect((err as { code?: string }).code).toBe(pooled() ? undefined : '57014');
+    } finally {
+      await timed.close();
+      await untimed.close();
+    }
   });
 });

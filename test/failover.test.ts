@@ -70,7 +70,9 @@ function multiHostUrl(first: number, second: number): string {
 function client(options: ConstructorParameters<typeof Leasehold>[0]): Leasehold {
   const schema = uniqueSchema('lh_failover');
   schemas.push(schema);
-  const lh = new Leasehold({ schema, ...options });
+  // Direct connections to both servers, even in the test pass behind PgBouncer (which sets
+  // LEASEHOLD_POOLER=transaction for every client): host lists are for direct connections.
+  const lh = new Leasehold({ schema, preparedStatements: true, listen: true, ...options });
   clients.push(lh);
   return lh;
 }
