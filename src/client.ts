@@ -14,18 +14,10 @@ import {
   DEFAULT_LEASE_MS,
   DEFAULT_MAX_ATTEMPTS,
   MAX_ATTEMPTS_LIMIT,
-  MAX_LEASE_MS,
   resolveBackoff,
 } from './config.js';
-import {
-  createLeaseholdPool,
-  DEFAULT_CONNECT_TIMEOUT_MS,
-  DEFAULT_STATEMENT_TIMEOUT_MS,
-  type ListenConnection,
-  listenConnectionFor,
-  plainListenConnection,
-} from './connection/leasehold-pool.js';
-import { resolveConnectionSettings } from './connection/settings.js';
+import { resolveClientConnections } from './connection/client-connections.js';
+import type { ListenConnection } from './connection/leasehold-pool.js';
 import type { OutstandingStatement, StatementWatch } from './connection/statement-watch.js';
 import { ValidationError } from './errors.js';
 import type { JobWithHistory } from './job-history.js';
@@ -172,62 +164,17 @@ export class Leasehold {
       defaults.preparedStatements,
     );
     this.listen = optionalBoolean(options.listen, 'listen', defaults.listen);
-    const listenUrl = defaults.listenConnectionString;
-    const timeouts = {
-      statementTimeoutMs: optionalInt(
-        options.statementTimeoutMs,
-        'statementTimeoutMs',
-        0,
-        MAX_LEASE_MS,
-        DEFAULT_STATEMENT_TIMEOUT_MS,
-      ),
-      connectTimeoutMs: optionalInt(
-        options.connectTimeoutMs,
-        'connectTimeoutMs',
-        100,
-        600_000,
-        DEFAULT_CONNECT_TIMEOUT_MS,
-      ),
-      serverTimeout: this.preparedStatements,
-    };
-    let listen: ListenConnection | null = null;
-    if (options.pool) {
-      if (options.hosts !== undefined || options.targetSessionAttrs !== undefined) {
-        throw new ValidationError(
-          'hosts',
-          'cannot be combined with pool: give connectionString and hosts instead',
-        );
-      }
-      this.pool = options.pool;
-      this.#ownsPool = false;
-      this.#statements = null;
-    } else {
-      const connectionString = options.connectionString ?? process.env.DATABASE_URL;
-      if (!connectionString && options.hosts === undefined) {
-        throw new ValidationError('connectionString', 'give connectionString or pool, or set DATABASE_URL');
-      }
-      const created = createLeaseholdPool({
-        connection: resolveConnectionSettings({ ...options, connectionString }),
-        max: optionalInt(options.poolSize, 'poolSize', 1, 1000, 10),
-        ...timeouts,
-      });
-      this.pool = created.pool;
-      this.#statements = created.watch;
-      listen = created.listen;
-      this.#ownsPool = true;
-    }
+    const connections = resolveClientConnections(
+      options,
+      defaults.listenConnectionString,
+      this.preparedStatements,
+    );
+    this.pool = connections.pool;
+    this.#ownsPool = connections.ownsPool;
+    this.#statements = connections.statements;
+    this.listenConnection = connections.listenConnection;
+    this.listenVia = connections.listenVia;
     if (!this.preparedStatements) runUnnamedOnPool(this.pool);
-    if (listenUrl !== undefined) {
-      this.listenConnection = { connectionString: listenUrl };
-      listen = listenConnectionFor({
-        connection: resolveConnectionSettings({ connectionString: listenUrl }, 'listenConnectionString'),
-        max: 1,
-        ...timeouts,
-      });
-    } else {
-      this.listenConnection = (this.pool as pg.Pool & { options: pg.ClientConfig }).options;
-    }
-    this.listenVia = listen ?? plainListenConnection(this.listenConnection);
     // lh.claim keeps strict preference order: no claim floor (workers use one, see claim-floor.ts).
     this.#claims = new ClaimRouter(this.pool, this.schema, null);
   }
