@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Leasehold } from '../src/index.js';
 import { directDatabaseUrl, dropSchema, uniqueSchema, waitFor } from './support/db.js';
 import { type RestartablePostgres, startRestartablePostgres } from './support/restartable-postgres.js';
+import { startTcpProxy } from './support/tcp-proxy.js';
 import { started } from './support/worker.js';
 
 /**
@@ -121,6 +122,26 @@ describe('a host list with target_session_attrs=read-write', () => {
     } finally {
       await setReadOnly(other.connectionString, false);
     }
+  });
+
+  it('a first host that answers nothing (black-holed) costs no connect timeout with read-write', async () => {
+    const hole = await startTcpProxy(other.connectionString);
+    hole.blackHole();
+    const holePort = Number(new URL(hole.connectionString).port);
+    const lh = client({
+      connectionString: directDatabaseUrl(),
+      hosts: [
+        { host: '127.0.0.1', port: holePort },
+        { host: '127.0.0.1', port: mainPort },
+      ],
+      targetSessionAttrs: 'read-write',
+      connectTimeoutMs: 20_000,
+    });
+    const startedAt = performance.now();
+    await lh.migrate();
+    expect(await serverPort(lh)).toBe(mainPort);
+    // Far below the 20 s the first host's connect attempt is allowed.
+    expect(performance.now() - startedAt).toBeLessThan(10_000);
   });
 
   it('moves the pool and the listener to the other server when the one in use turns read-only mid-run', async () => {

@@ -65,29 +65,55 @@ export class PrimaryLocator {
     return () => this.#lostListeners.delete(listener);
   }
 
+  // `any` keeps libpq's order: the first host that answers. A writable or primary session exists on
+  // one host only (two would be split brain), so those probe every host at once and take the one
+  // that fits: a dead first host that does not even refuse (its machine is gone) then costs nothing,
+  // where trying in order would wait out its connect timeout on every search.
   async #find(): Promise<HostAddress> {
-    let lastError: unknown;
-    for (const host of this.hosts) {
-      const probe = new pg.Client({ ...this.probeConfig, application_name: 'leasehold-probe' });
-      aim(probe, host);
-      probe.on('error', () => {});
-      try {
-        await probe.connect();
-        if (await sessionFits(probe, this.target)) {
-          this.#current = host;
-          return host;
-        }
-      } catch (err) {
-        lastError = err;
-      } finally {
-        await probe.end().catch(() => {});
+    const errors: unknown[] = [];
+    if (this.target === 'any') {
+      for (const host of this.hosts) {
+        if (await this.#probe(host, errors)) return this.#found(host);
       }
+    } else {
+      const found = await new Promise<HostAddress | null>((resolve) => {
+        let pending = this.hosts.length;
+        for (const host of this.hosts) {
+          this.#probe(host, errors).then((fits) => {
+            pending--;
+            if (fits) resolve(host);
+            else if (pending === 0) resolve(null);
+          });
+        }
+      });
+      if (found) return this.#found(found);
     }
     throw new DatabaseError(
       `none of the ${this.hosts.length} hosts (${this.hosts.map(describeHost).join(', ')}) accepted a ${this.target} session`,
       undefined,
-      lastError,
+      errors.at(-1),
     );
+  }
+
+  #found(host: HostAddress): HostAddress {
+    this.#current = host;
+    return host;
+  }
+
+  // Connects to one host, checks its session and disconnects; never rejects.
+  async #probe(host: HostAddress, errors: unknown[]): Promise<boolean> {
+    const probe = new pg.Client({ ...this.probeConfig, application_name: 'leasehold-probe' });
+    aim(probe, host);
+    probe.on('error', () => {});
+    try {
+      await probe.connect();
+      return await sessionFits(probe, this.target);
+    } catch (err) {
+      errors.push(err);
+      return false;
+    } finally {
+      await probe.end().catch(() => {});
+    }
   }
 }
 
