@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { resolveConnectionSettings } from '../src/connection/settings.js';
 import { Leasehold, ValidationError } from '../src/index.js';
@@ -189,5 +190,32 @@ describe('the pool Leasehold creates', () => {
       await timed.close();
       await untimed.close();
     }
+  });
+});
+
+describe('a worker on a pool whose settings pg cannot parse', () => {
+  it('reports the listener failing to connect as errors and retries, without an unhandled rejection', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    // The reported crash: a multi-host URL handed straight to pg, whose Client throws 'Invalid URL'.
+    const pool = new pg.Pool({ connectionString: 'postgres://u@127.0.0.1:1,127.0.0.1:2/db' });
+    pool.on('error', () => {});
+    const lh = new Leasehold({ pool, schema: uniqueSchema(), listen: true });
+    const errors: unknown[] = [];
+    const worker = lh.worker({ queues: { q: async () => {} }, pollIntervalMs: 60_000 });
+    worker.on('error', (err) => errors.push(err));
+    try {
+      await worker.start();
+      await waitFor(() => errors.filter((err) => /Invalid URL/.test(String(err))).length >= 2, {
+        what: 'the listener retrying',
+      });
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      await worker.stop();
+      await pool.end();
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
   });
 });
