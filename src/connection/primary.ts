@@ -199,8 +199,15 @@ export class LeaseholdClient extends pg.Client {
   async #connect(): Promise<void> {
     await this.#reachServer();
     const timeout = this.#route?.statementTimeoutMs ?? 0;
-    // A SET rather than a startup parameter: PgBouncer refuses unknown startup parameters.
-    if (timeout > 0) await this.query(`SET statement_timeout = ${Math.floor(timeout)}`);
+    if (timeout <= 0) return;
+    try {
+      // A SET rather than a startup parameter: PgBouncer refuses unknown startup parameters.
+      await this.query(`SET statement_timeout = ${Math.floor(timeout)}`);
+    } catch (err) {
+      // The pool drops a client whose connect failed, but only this end closes its connection.
+      await this.end().catch(() => {});
+      throw err;
+    }
   }
 
   async #reachServer(): Promise<void> {
