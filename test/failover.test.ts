@@ -140,7 +140,7 @@ describe('a host list with target_session_attrs=read-write', () => {
     const startedAt = performance.now();
     await lh.migrate();
     expect(await serverPort(lh)).toBe(mainPort);
-    // Far below the 20 s the first host's connect attempt is allowed.
+    // Far below the 20 s the first host's connect attempt is allowed (it waits 1 s for the first host).
     expect(performance.now() - startedAt).toBeLessThan(10_000);
   });
 

@@ -9,6 +9,8 @@ import type { StatementWatch } from './statement-watch.js';
  * connect now: starting up or shutting down). The next connection then goes through the host list.
  */
 const LEAVE_SERVER = new Set(['25006', '57P01', '57P02', '57P03']);
+/** How long a fitting host waits for hosts listed before it that have not answered yet. */
+const PREFERENCE_GRACE_MS = 1000;
 /** Driver errors saying the connection itself is gone or unreachable. */
 const CONNECTION_GONE = new Set([
   'ECONNREFUSED',
@@ -65,10 +67,11 @@ export class PrimaryLocator {
     return () => this.#lostListeners.delete(listener);
   }
 
-  // `any` keeps libpq's order: the first host that answers. A writable or primary session exists on
-  // one host only (two would be split brain), so those probe every host at once and take the one
-  // that fits: a dead first host that does not even refuse (its machine is gone) then costs nothing,
-  // where trying in order would wait out its connect timeout on every search.
+  // `any` keeps libpq's order: the first host that answers. A writable or primary session should
+  // exist on one host only, so those probe every host at once: a dead first host that does not even
+  // refuse (its machine is gone) then costs no connect timeout on every search. The list order still
+  // decides between hosts that fit: a fitting host is taken once every host listed before it has
+  // answered, or PREFERENCE_GRACE_MS after it fitted, whichever comes first.
   async #find(): Promise<HostAddress> {
     const errors: unknown[] = [];
     if (this.target === 'any') {
@@ -76,16 +79,7 @@ export class PrimaryLocator {
         if (await this.#probe(host, errors)) return this.#found(host);
       }
     } else {
-      const found = await new Promise<HostAddress | null>((resolve) => {
-        let pending = this.hosts.length;
-        for (const host of this.hosts) {
-          this.#probe(host, errors).then((fits) => {
-            pending--;
-            if (fits) resolve(host);
-            else if (pending === 0) resolve(null);
-          });
-        }
-      });
+      const found = await this.#probeAll(errors);
       if (found) return this.#found(found);
     }
     throw new DatabaseError(
@@ -93,6 +87,35 @@ export class PrimaryLocator {
       undefined,
       errors.at(-1),
     );
+  }
+
+  #probeAll(errors: unknown[]): Promise<HostAddress | null> {
+    return new Promise((resolve) => {
+      const answers: (boolean | undefined)[] = this.hosts.map(() => undefined);
+      let grace: NodeJS.Timeout | null = null;
+      let done = false;
+      const decide = (force: boolean) => {
+        if (done) return;
+        const fit = answers.indexOf(true);
+        const earlierPending = fit >= 0 && answers.slice(0, fit).includes(undefined);
+        if (fit >= 0 && (!earlierPending || force)) {
+          done = true;
+          if (grace) clearTimeout(grace);
+          resolve(this.hosts[fit] as HostAddress);
+        } else if (fit >= 0) {
+          grace ??= setTimeout(() => decide(true), PREFERENCE_GRACE_MS);
+        } else if (!answers.includes(undefined)) {
+          done = true;
+          resolve(null);
+        }
+      };
+      this.hosts.forEach((host, i) => {
+        this.#probe(host, errors).then((fits) => {
+          answers[i] = fits;
+          decide(false);
+        });
+      });
+    });
   }
 
   #found(host: HostAddress): HostAddress {
