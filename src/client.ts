@@ -9,6 +9,7 @@ import type {
   PruneOptions,
 } from './client-options.js';
 import type { BackoffOptions } from './config.js';
+import type { OutstandingStatement } from './connection/statement-watch.js';
 import { attachContext, closeContext, type LeaseholdContext, resolveContext } from './context.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
@@ -17,7 +18,7 @@ import { type MigrateResult, migrate } from './migrations/migrator.js';
 import { type CancelOptions, type CancelResult, cancel } from './operations/cancel.js';
 import { type DeadJobPage, type ListDeadOptions, listDead } from './operations/dead.js';
 import { enqueue, enqueueMany } from './operations/enqueue.js';
-import { checkHealth, type HealthReport, type HealthRules } from './operations/health.js';
+import { checkHealth, type HealthReport, type HealthRules, oldestStatement } from './operations/health.js';
 import { getJob } from './operations/jobs.js';
 import { claim, complete, completeMany, fail, heartbeat } from './operations/leases.js';
 import {
@@ -249,7 +250,15 @@ export class Leasehold {
 
   /** Checks health rules (old work, dead jobs, old transactions, table bloat); `ok` false lists each failure. */
   checkHealth(rules: HealthRules = {}): Promise<HealthReport> {
-    return checkHealth(this.pool, this.schema, rules);
+    return checkHealth(this.pool, this.schema, rules, () => oldestStatement(this.#context));
+  }
+
+  /**
+   * The statement waiting longest for its answer on the pool Leasehold created, or null (none
+   * outstanding, or a pool of your own); answers without the database.
+   */
+  oldestStatement(): OutstandingStatement | null {
+    return oldestStatement(this.#context);
   }
 
   /** Creates a worker that runs handlers for the given queues. Call `start()` on it. */

@@ -1,10 +1,12 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { LeaseholdOptions } from './client-options.js';
 import { resolveBackoff } from './config.js';
+import { resolveClientConnections } from './connection/client-connections.js';
+import type { ListenConnection } from './connection/leasehold-pool.js';
+import type { StatementWatch } from './connection/statement-watch.js';
 import { contextOf as findContext } from './context-of.js';
 import {
   DEFAULT_MAX_PAYLOAD_BYTES,
-  DEFAULT_POOL_SIZE,
   DEFAULT_SCHEMA,
   DEFAULT_SUCCEEDED_RETENTION_MS,
   WAKEUP_WINDOW_MS,
@@ -14,7 +16,6 @@ import { poolerDefaults } from './pooler-env.js';
 import { ClaimRouter } from './runtime/claim-router.js';
 import { type Queryable, quoteIdent, runUnnamedOn, runUnnamedOnPool } from './storage/db.js';
 import { notifyQueue } from './storage/enqueue.js';
-import { pinnedSearchPath } from './storage/search-path.js';
 import { rejectUnknownOptions } from './unknown-options.js';
 import {
   assertSchemaName,
@@ -37,6 +38,10 @@ const KNOWN_OPTIONS: readonly (keyof LeaseholdOptions)[] = [
   'preparedStatements',
   'listen',
   'listenConnectionString',
+  'hosts',
+  'targetSessionAttrs',
+  'statementTimeoutMs',
+  'connectTimeoutMs',
 ];
 
 /**
@@ -60,6 +65,10 @@ export interface LeaseholdContext {
   readonly listen: boolean;
   /** Settings of the workers' LISTEN connection (a direct one, or the pool's). */
   readonly listenConnection: pg.ClientConfig;
+  /** How workers open their LISTEN connection: through the same host list as the pool. */
+  readonly listenVia: ListenConnection;
+  /** Statements outstanding on the pool Leasehold created; null for a pool of the caller's. */
+  readonly statements: StatementWatch | null;
   /** Resolved retry backoff. */
   readonly backoff: Required<{ baseMs: number; maxMs: number }>;
   /** Largest payload accepted, in JSON bytes. */
@@ -106,32 +115,10 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
     defaults.preparedStatements,
   );
   const listen = optionalBoolean(options.listen, 'listen', defaults.listen);
-  let pool: pg.Pool;
-  let ownsPool: boolean;
-  if (options.pool) {
-    pool = options.pool;
-    ownsPool = false;
-  } else {
-    const connectionString = options.connectionString ?? process.env.DATABASE_URL;
-    if (!connectionString) {
-      throw new ValidationError('connectionString', 'give connectionString or pool, or set DATABASE_URL');
-    }
-    pool = new pg.Pool({
-      connectionString,
-      max: optionalInt(options.poolSize, 'poolSize', 1, 1000, DEFAULT_POOL_SIZE),
-      application_name: 'leasehold',
-      ...pinnedSearchPath(preparedStatements),
-    });
-    // An idle client losing its connection (a server restart) must not crash the process;
-    // the next query on a fresh connection reports the error where it can be handled.
-    pool.on('error', () => {});
-    ownsPool = true;
-  }
+  // Host lists, timeouts, keepalive and the pinned search_path: see src/connection/.
+  const connections = resolveClientConnections(options, defaults.listenConnectionString, preparedStatements);
+  const { pool, ownsPool, listenConnection, listenVia, statements } = connections;
   if (!preparedStatements) runUnnamedOnPool(pool);
-  const listenConnection: pg.ClientConfig =
-    defaults.listenConnectionString !== undefined
-      ? { connectionString: defaults.listenConnectionString }
-      : (pool as pg.Pool & { options: pg.ClientConfig }).options;
   return {
     pool,
     ownsPool,
@@ -140,6 +127,8 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
     preparedStatements,
     listen,
     listenConnection,
+    listenVia,
+    statements,
     backoff,
     maxPayloadBytes,
     succeededRetentionMs,

@@ -10,6 +10,9 @@ export type {
 } from './client-options.js';
 export type { BackoffOptions } from './config.js';
 export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './config.js';
+export { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS } from './connection/leasehold-pool.js';
+export type { HostAddress, TargetSessionAttrs } from './connection/settings.js';
+export type { OutstandingStatement } from './connection/statement-watch.js';
 export type { Dashboard, DashboardOptions } from './dashboard/server.js';
 export { startDashboard } from './dashboard/server.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';

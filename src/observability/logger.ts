@@ -17,7 +17,8 @@ const MAX_LOGGED_MESSAGE = 300;
 
 /**
  * Logs a worker's events as structured lines: completions at debug, retries and recoveries at info,
- * deaths, lost leases and aborts at warn, stuck handlers and internal errors at error. Lines carry
+ * deaths, lost leases and aborts at warn, stuck handlers, stalled statements and internal errors at
+ * error. Lines carry
  * the queue, job id, attempt, outcome and error code, never the payload, and error messages are
  * cut at 300 characters. Returns a function that stops logging.
  */
@@ -56,17 +57,29 @@ export function logWorkerEvents(worker: WorkerEventSource, logger: Logger): () =
       );
     }
   };
+  const onStalled: Parameters<typeof worker.on<'stalled'>>[1] = (statement) =>
+    logger.error(
+      {
+        owner,
+        statement: statement.statement,
+        outstandingMs: Math.round(statement.outstandingMs),
+        outstanding: statement.outstanding,
+      },
+      'leasehold: a statement has waited longer than a lease for its answer',
+    );
   const onError = (err: unknown) => logger.error({ owner, err: describe(err) }, 'leasehold: worker error');
   worker.on('outcome', onOutcome);
   worker.on('aborted', onAborted);
   worker.on('stuck', onStuck);
   worker.on('recovered', onRecovered);
+  worker.on('stalled', onStalled);
   worker.on('error', onError);
   return () => {
     worker.off('outcome', onOutcome);
     worker.off('aborted', onAborted);
     worker.off('stuck', onStuck);
     worker.off('recovered', onRecovered);
+    worker.off('stalled', onStalled);
     worker.off('error', onError);
   };
 }

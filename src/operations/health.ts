@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { OutstandingStatement, StatementWatch } from '../connection/statement-watch.js';
 import { ValidationError } from '../errors.js';
 import { readJobsTuples, readOldestTransaction } from '../storage/health.js';
 import { rejectUnknownOptions } from '../validation.js';
@@ -18,6 +19,13 @@ export interface HealthRules {
   maxOldTransactionMs?: number;
   /** Fails when dead tuples exceed this share (0..1) of the jobs table's tuples: bloat, a slow claim. */
   maxDeadTupleRatio?: number;
+  /**
+   * Fails when a statement of this client has waited longer than this (ms) for its answer: a dead
+   * connection, a paused server, a commit waiting for a lost synchronous standby. Checked without
+   * the database, and first, so it answers while the database does not (set it alone for that).
+   * Only for the pool Leasehold creates. A lease length is the natural limit.
+   */
+  maxStatementOutstandingMs?: number;
   /** Only these queues (default: every queue). */
   queues?: readonly string[];
 }
@@ -43,13 +51,18 @@ const NUMERIC_RULES = [
   'maxLeasesExpiringSoon',
   'maxOldTransactionMs',
   'maxDeadTupleRatio',
+  'maxStatementOutstandingMs',
 ] as const;
 
-/** Checks the given rules against the database: queue gauges, old transactions, table bloat. */
+/**
+ * Checks the given rules against the database (queue gauges, old transactions, table bloat) and
+ * against the client's own oldest outstanding statement (`oldestStatement`, read before any query).
+ */
 export async function checkHealth(
   pool: pg.Pool,
   schema: string,
   rules: HealthRules = {},
+  oldestStatement: () => OutstandingStatement | null = () => null,
 ): Promise<HealthReport> {
   if (typeof rules !== 'object' || rules === null) throw new ValidationError('rules', 'must be an object');
   rejectUnknownOptions(rules, [...NUMERIC_RULES, 'queues'], 'rules');
@@ -60,6 +73,15 @@ export async function checkHealth(
     }
   }
   const failures: HealthFailure[] = [];
+  if (rules.maxStatementOutstandingMs !== undefined) {
+    const stuck = oldestStatement();
+    if (stuck && stuck.outstandingMs > rules.maxStatementOutstandingMs) {
+      failures.push({
+        rule: 'maxStatementOutstandingMs',
+        message: `statement ${stuck.statement} has waited ${formatMs(stuck.outstandingMs)} for an answer (${stuck.outstanding} outstanding; limit ${formatMs(rules.maxStatementOutstandingMs)}): a dead connection, a paused server or a commit waiting for a lost synchronous standby`,
+      });
+    }
+  }
   const wantsQueues =
     rules.maxOldestAgeMs !== undefined ||
     rules.maxDead !== undefined ||
@@ -129,4 +151,14 @@ export function formatMs(ms: number): string {
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
   return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+}
+
+/**
+ * The statement waiting longest for its answer on the pool Leasehold created, or null (none
+ * outstanding, or a pool of the caller's). Answers without the database: a statement stuck on a
+ * dead connection or a commit waiting for a lost synchronous standby shows here while nothing else
+ * does.
+ */
+export function oldestStatement(context: { statements: StatementWatch | null }): OutstandingStatement | null {
+  return context.statements?.oldest() ?? null;
 }

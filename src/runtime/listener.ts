@@ -1,10 +1,11 @@
-import pg from 'pg';
+import type pg from 'pg';
+import type { ListenConnection } from '../connection/leasehold-pool.js';
 import { quoteIdent } from '../storage/db.js';
 
 /** Options of a wake-up listener. */
 export interface ListenerOptions {
-  /** Connection settings; the listener opens its own connection, outside any pool. */
-  connection: pg.ClientConfig;
+  /** How to open the listener's own connection, outside any pool (through the pool's host list). */
+  connection: ListenConnection;
   /** The NOTIFY channel. */
   channel: string;
   /** Called with the queue name a notification carries. */
@@ -23,6 +24,7 @@ export interface ListenerOptions {
  */
 export class WakeupListener {
   #client: pg.Client | null = null;
+  #unwatch: (() => void) | null = null;
   #stopped = false;
   #attempt = 0;
   #retryTimer: NodeJS.Timeout | null = null;
@@ -32,7 +34,7 @@ export class WakeupListener {
   /** Connects and starts listening; never rejects (failures are retried). */
   start(): void {
     this.#stopped = false;
-    void this.#connect();
+    this.#connectSafely();
   }
 
   /** Stops listening and closes the connection. */
@@ -41,6 +43,8 @@ export class WakeupListener {
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     const client = this.#client;
     this.#client = null;
+    this.#unwatch?.();
+    this.#unwatch = null;
     if (client) await client.end().catch(() => {});
   }
 
@@ -50,45 +54,79 @@ export class WakeupListener {
     return client?.processID ?? null;
   }
 
+  // Whatever the connection attempt throws, synchronously or not, becomes a retry: never an
+  // unhandled rejection (which ends a Node process under its defaults).
+  #connectSafely(): void {
+    let attempt: Promise<void>;
+    try {
+      attempt = this.#connect();
+    } catch (err) {
+      attempt = Promise.reject(err);
+    }
+    attempt.catch((err: unknown) => {
+      if (this.#stopped) return;
+      this.#reportError(err);
+      this.#scheduleReconnect();
+    });
+  }
+
   async #connect(): Promise<void> {
     if (this.#stopped) return;
-    const client = new pg.Client({ ...this.options.connection, application_name: 'leasehold-listener' });
+    const client = await this.options.connection.connect('leasehold-listener');
     let failed = false;
     const fail = (err: unknown) => {
       if (failed) return;
       failed = true;
-      if (this.#client === client) this.#client = null;
+      unwatch();
+      if (this.#client === client) {
+        this.#client = null;
+        this.#unwatch = null;
+      }
       client.end().catch(() => {});
       if (this.#stopped) return;
-      this.options.onError(err);
+      this.#reportError(err);
       this.#scheduleReconnect();
     };
+    // The host list gave this server up (read-only, shutting down): follow the pool to the new one.
+    const unwatch = this.options.connection.watch(client, () =>
+      fail(new Error("the listener's server is no longer the one to use; reconnecting")),
+    );
     client.on('error', fail);
     client.on('end', () => fail(new Error('listener connection ended')));
     client.on('notification', (message) => {
       if (message.payload) this.options.onWake(message.payload);
     });
     try {
-      await client.connect();
       await client.query(`LISTEN ${quoteIdent(this.options.channel)}`);
     } catch (err) {
       fail(err);
       return;
     }
     if (this.#stopped || failed) {
+      unwatch();
       await client.end().catch(() => {});
       return;
     }
     this.#client = client;
+    this.#unwatch = unwatch;
     this.#attempt = 0;
     this.options.onConnected();
+  }
+
+  // The error callback must not break the retry loop either.
+  #reportError(err: unknown): void {
+    try {
+      this.options.onError(err);
+    } catch {
+      // the listener keeps retrying whatever its error callback does
+    }
   }
 
   #scheduleReconnect(): void {
     this.#attempt++;
     // Full jitter, capped at 5 s: many workers losing the server at once do not return in step.
     const delay = Math.random() * Math.min(5000, 100 * 2 ** this.#attempt);
-    this.#retryTimer = setTimeout(() => void this.#connect(), delay);
+    this.#retryTimer = setTimeout(() => this.#connectSafely(), delay);
     this.#retryTimer.unref();
   }
 }

@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import type { ListenConnection } from '../connection/leasehold-pool.js';
+import type { StatementWatch } from '../connection/statement-watch.js';
 
 /**
  * The narrow part of the resolved client context a worker needs (see src/context.ts): a worker is
@@ -16,6 +18,10 @@ export interface WorkerContext {
   readonly listen: boolean;
   /** Settings of the LISTEN connection. */
   readonly listenConnection: pg.ClientConfig;
+  /** How to open the LISTEN connection through the pool's host list (default: from `listenConnection`). */
+  readonly listenVia?: ListenConnection;
+  /** Statements outstanding on the pool, for the `stalled` event (none watched when absent). */
+  readonly statements?: StatementWatch | null;
   /** Default retention of succeeded jobs, for the worker's retention pass. */
   readonly succeededRetentionMs: number;
 }

@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events';
+import type { OutstandingStatement } from '../connection/statement-watch.js';
 import type { AgingResult } from '../maintenance/aging.js';
 import type { RecoveryResult } from '../maintenance/recovery.js';
 import type { PruneResult } from '../maintenance/retention.js';
@@ -49,6 +50,11 @@ export interface WorkerEventMap {
   pruned: [result: PruneResult];
   /** An internal error (database unavailable, listener dropped); the worker retries by itself. */
   error: [err: unknown];
+  /**
+   * A statement has waited for its answer longer than the shortest lease of this worker (a dead
+   * connection, a paused server, a commit waiting for a lost synchronous standby): once per episode.
+   */
+  stalled: [statement: OutstandingStatement];
 }
 
 /** What observers (logger, metrics) see of a worker: its events and a few gauges. */

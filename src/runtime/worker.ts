@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { plainListenConnection } from '../connection/leasehold-pool.js';
 import { contextOf } from '../context-of.js';
 import { LeaseholdError } from '../errors.js';
 import { leaseFromRow } from '../lease.js';
@@ -21,6 +22,7 @@ import {
 import { OutcomeBatcher, type OutcomeResult } from './outcome-batcher.js';
 import { QueueRunner, type QueueRunnerHost } from './queue-runner.js';
 import { SlotPool } from './slot-pool.js';
+import { StallWatch } from './stall-watch.js';
 import { stopOnSignals } from './stop-signals.js';
 import type { OutcomeDetail } from './telemetry-events.js';
 import type { WorkerContext } from './worker-context.js';
@@ -53,6 +55,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly #keeper: LeaseKeeper;
   readonly #maintenance: WorkerMaintenance;
   readonly #listener: WakeupListener | null;
+  readonly #stalls: StallWatch;
   readonly #runs = new Map<ActiveJob, Promise<void>>();
   #state: WorkerState = 'idle';
   #pollTimer: NodeJS.Timeout | null = null;
@@ -110,9 +113,14 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       },
       error: reportError,
     });
+    this.#stalls = new StallWatch(
+      () => ctx.statements?.oldest() ?? null,
+      Math.min(...this.#options.queues.map((q) => q.leaseMs)),
+      (statement) => this.emit('stalled', statement),
+    );
     this.#listener = this.#options.listen
       ? new WakeupListener({
-          connection: ctx.listenConnection,
+          connection: ctx.listenVia ?? plainListenConnection(ctx.listenConnection),
           channel: wakeupChannel(ctx.schema),
           onWake: (queue) => this.#wake(queue),
           onConnected: () => this.#wakeAll(),
@@ -145,6 +153,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     }
     this.#state = 'running';
     this.#listener?.start();
+    this.#stalls.start();
     this.#maintenance.start();
     this.#pollTimer = setInterval(() => this.#wakeAll(), this.#options.pollIntervalMs);
     if (this.#options.handleSignals) this.#removeSignalHandlers = stopOnSignals(() => this.stop());
@@ -216,6 +225,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       );
     }
     this.#keeper.stop();
+    this.#stalls.stop();
     this.#removeSignalHandlers?.();
     this.#removeSignalHandlers = null;
     this.#state = 'stopped';

@@ -17,8 +17,8 @@ const JobCancel = defineStatement(
   'cancel_job',
   (s) => `
   WITH target AS (
-    SELECT id, status, lease_owner, lease_token, claimed_at, lease_extensions, attempt_count,
-           holds_key_slot
+    SELECT id, status, lease_owner, lease_token, lease_claim_id, claimed_at, lease_extensions,
+           attempt_count, holds_key_slot
     FROM ${s}.jobs
     WHERE id = $1
     FOR UPDATE
@@ -38,18 +38,19 @@ const JobCancel = defineStatement(
     FROM target
     WHERE j.id = target.id AND j.status IN ('pending', 'running')
     RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
-              target.claimed_at, target.lease_extensions, target.attempt_count,
+              target.lease_claim_id, target.claimed_at, target.lease_extensions, target.attempt_count,
               j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot
   ),
   ${orderingAdvanceCte(s, 'changed')},
   ${keySlotsReleaseCte(s, 'changed')},
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
-                                 claimed_at, lease_extensions, error_code, actor, reason)
+                                 lease_claim_id, claimed_at, lease_extensions, error_code, actor, reason)
     SELECT id, queue_name, 'cancelled', 'cancelled',
            CASE WHEN was = 'running' THEN attempt_count END,
            CASE WHEN was = 'running' THEN lease_owner END,
            CASE WHEN was = 'running' THEN lease_token END,
+           CASE WHEN was = 'running' THEN lease_claim_id END,
            CASE WHEN was = 'running' THEN claimed_at END,
            CASE WHEN was = 'running' THEN lease_extensions END,
            'CANCELLED', $2, $3

@@ -11,7 +11,7 @@ import { refusalCountingCte } from './refusals.js';
  * a row that does not is left untouched and counted as a lost-fence attempt. An accepted job leaves
  * the hot table: it is deleted from jobs and its compact record inserted into finished_jobs, in
  * the same statement (a delete is cheaper than an update, and keeps jobs and its indexes small).
- * That record is the attempt's audit entry (owner, token, attempt, claimed_at, lease extensions,
+ * That record is the attempt's audit entry (owner, token, claim id, attempt, claimed_at, lease extensions,
  * finished_at): a completion writes no job_events row.
  * Looks rows up by primary key; takes the row lock of each job it changes.
  * A completed head of an ordering key hands the key to its next job (claimable from this commit,
@@ -29,14 +29,15 @@ const JobCompleteMany = defineStatement(
     DELETE FROM ${s}.jobs AS j
     WHERE j.id = ANY (ARRAY(SELECT id FROM fenced))
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
-              j.lease_token, j.created_at, j.claimed_at, j.lease_extensions,
+              j.lease_token, j.lease_claim_id, j.created_at, j.claimed_at, j.lease_extensions,
               j.ordering_key, j.concurrency_key, j.holds_key_slot
   ),
   finished AS (
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
-                                    lease_token, created_at, claimed_at, finished_at, lease_extensions)
+                                    lease_token, lease_claim_id, created_at, claimed_at, finished_at,
+                                    lease_extensions)
     SELECT id, queue_name, priority, attempt_count, max_attempts, lease_owner,
-           lease_token, created_at, claimed_at, now(), lease_extensions
+           lease_token, lease_claim_id, created_at, claimed_at, now(), lease_extensions
     FROM changed
   ),
   ${orderingAdvanceCte(s, 'changed')},

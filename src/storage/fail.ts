@@ -47,7 +47,8 @@ const JobFailMany = defineStatement(
         last_error_stack = input.error_stack
     FROM fenced AS input -- the fenced rows, with the columns of their input
     WHERE j.id = input.id
-    RETURNING j.id, j.status, j.queue_name, j.attempt_count, input.owner, input.token, j.claimed_at,
+    RETURNING j.id, j.status, j.queue_name, j.attempt_count, input.owner, input.token, input.claim_id,
+              j.claimed_at,
               j.lease_extensions, input.error_code, input.error_class, input.error_message,
               CASE WHEN j.status = 'pending'
                 THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
@@ -57,10 +58,10 @@ const JobFailMany = defineStatement(
   ),
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
-                                 claimed_at, lease_extensions, error_code, error_class, message, delay_ms,
-                                 detail)
+                                 lease_claim_id, claimed_at, lease_extensions, error_code, error_class,
+                                 message, delay_ms, detail)
     SELECT id, queue_name, CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END, status::text,
-           attempt_count, owner, token, claimed_at, lease_extensions, error_code, error_class,
+           attempt_count, owner, token, claim_id, claimed_at, lease_extensions, error_code, error_class,
            error_message, delay_ms,
            -- The budget that applied (max_attempts, or less for unclassified errors), so "dead at
            -- 3 of 8 attempts" can say why; and whether the error allowed no retry at all.
@@ -96,14 +97,15 @@ const JobSnoozeMany = defineStatement(
         lease_expires_at = NULL
     FROM fenced AS input -- the fenced rows, with the columns of their input
     WHERE j.id = input.id
-    RETURNING j.id, j.queue_name, j.attempt_count + 1 AS attempt, input.owner, input.token, j.claimed_at,
+    RETURNING j.id, j.queue_name, j.attempt_count + 1 AS attempt, input.owner, input.token, input.claim_id,
+              j.claimed_at,
               j.lease_extensions, input.delay_ms, input.hand_back, j.concurrency_key, j.holds_key_slot
   ),
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
-                                 claimed_at, lease_extensions, delay_ms, reason)
+                                 lease_claim_id, claimed_at, lease_extensions, delay_ms, reason)
     SELECT id, queue_name, CASE WHEN hand_back IS NULL THEN 'snoozed' ELSE 'skipped' END, 'pending',
-           attempt, owner, token, claimed_at, lease_extensions, delay_ms, hand_back
+           attempt, owner, token, claim_id, claimed_at, lease_extensions, delay_ms, hand_back
     FROM changed
   ),
   ${keySlotsReleaseCte(s, 'changed')},

@@ -22,7 +22,7 @@ const JobRecoverExpired = defineStatement(
   'recover_expired_leases',
   (s) => `
   WITH expired AS (
-    SELECT id, lease_owner, lease_token
+    SELECT id, lease_owner, lease_token, lease_claim_id
     FROM ${s}.jobs
     WHERE status = 'running'
       AND lease_expires_at <= now()
@@ -49,7 +49,7 @@ const JobRecoverExpired = defineStatement(
       AND j.status::text = 'running'
       AND j.lease_expires_at <= now()
     RETURNING j.id, j.status, j.queue_name, j.attempt_count, expired.lease_owner, expired.lease_token,
-              j.claimed_at, j.lease_extensions, j.last_error_code, j.last_error_message,
+              expired.lease_claim_id, j.claimed_at, j.lease_extensions, j.last_error_code, j.last_error_message,
               CASE WHEN j.status = 'pending'
                 THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
               j.concurrency_key, j.holds_key_slot
@@ -57,8 +57,9 @@ const JobRecoverExpired = defineStatement(
   ${keySlotsReleaseCte(s, 'moved')},
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
-                                 claimed_at, lease_extensions, error_code, message, delay_ms)
-    SELECT id, queue_name, 'lease_expired', status::text, attempt_count, lease_owner, lease_token, claimed_at,
+                                 lease_claim_id, claimed_at, lease_extensions, error_code, message, delay_ms)
+    SELECT id, queue_name, 'lease_expired', status::text, attempt_count, lease_owner, lease_token,
+           lease_claim_id, claimed_at,
            lease_extensions, last_error_code, last_error_message, delay_ms
     FROM moved
   ),

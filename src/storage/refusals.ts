@@ -13,7 +13,7 @@ export type FencedOperation = 'heartbeat' | 'complete' | 'fail' | 'snooze' | 'ef
 /** SQL text of the `refused_rows`, `refused` and `refused_events` CTEs for `operation`; `s` is the quoted schema. */
 export function refusalCountingCte(s: string, operation: FencedOperation): string {
   return `refused_rows AS (
-    SELECT input.id, input.token, input.owner, input.queue_name
+    SELECT input.id, input.token, input.claim_id, input.owner, input.queue_name
     FROM input
     WHERE input.id NOT IN (SELECT id FROM changed)
   ),
@@ -27,8 +27,8 @@ export function refusalCountingCte(s: string, operation: FencedOperation): strin
           last_refused_at = excluded.last_refused_at
   ),
   refused_events AS (
-    INSERT INTO ${s}.job_events (job_id, queue_name, kind, lease_owner, lease_token, detail)
-    SELECT id, queue_name, 'refused', owner, token, '{"operation":"${operation}"}'::jsonb
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, lease_owner, lease_token, lease_claim_id, detail)
+    SELECT id, queue_name, 'refused', owner, token, claim_id, '{"operation":"${operation}"}'::jsonb
     FROM refused_rows
   )`;
 }

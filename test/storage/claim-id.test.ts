@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { findLandedOutcomes } from '../../src/storage/outcome-lookup.js';
 import { countByStatus, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { started } from '../support/worker.js';
 
@@ -146,4 +147,68 @@ describe('identifiers and tokens past 2^31 and 2^53', () => {
       expect(await countByStatus(pool, lh.schema)).toEqual({ succeeded: 2 });
     });
   }
+});
+
+describe('the in-doubt lookup across a reissued token', () => {
+  it('does not answer "completed" for an old lease whose job a newer claim with the same token and owner completed', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    const { id } = await lh.enqueue('in-doubt', {});
+    const [lost] = await lh.claim({ queue: 'in-doubt', owner: 'host:1', leaseMs: 60_000 });
+    // An asynchronous failover loses that claim: the row is back as it was, token included.
+    await pool.query(
+      `UPDATE "${lh.schema}".jobs
+       SET status = 'pending', lease_token = lease_token - 1, attempt_count = attempt_count - 1,
+           lease_owner = NULL, lease_expires_at = NULL, lease_claim_id = NULL
+       WHERE id = $1`,
+      [id],
+    );
+    const [current] = await lh.claim({ queue: 'in-doubt', owner: 'host:1', leaseMs: 60_000 });
+    expect([current?.token, current?.claimId === lost?.claimId]).toEqual([lost?.token, false]);
+    expect(await lh.complete(current!)).toBe(true);
+
+    const { rows } = await pool.query<{ lease_claim_id: string }>(
+      `SELECT lease_claim_id::text FROM "${lh.schema}".finished_jobs WHERE id = $1`,
+      [id],
+    );
+    expect(rows).toEqual([{ lease_claim_id: current?.claimId }]);
+    const ref = (lease: typeof lost) => ({
+      jobId: lease!.jobId,
+      token: lease!.token,
+      claimId: lease!.claimId,
+      owner: 'host:1',
+      queue: 'in-doubt',
+    });
+    // The old holder whose completion's answer was lost asks whether it landed: it did not.
+    expect(await findLandedOutcomes(lh.pool, lh.schema, [ref(lost)])).toEqual(new Map());
+    // The claim that did complete is still answered.
+    expect(await findLandedOutcomes(lh.pool, lh.schema, [ref(current)])).toEqual(
+      new Map([[id, 'completed']]),
+    );
+  });
+
+  it('tells a retried attempt of a reissued token from the old one by the claim id in its event', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    const { id } = await lh.enqueue('in-doubt-fail', {});
+    const [lost] = await lh.claim({ queue: 'in-doubt-fail', owner: 'host:1', leaseMs: 60_000 });
+    await pool.query(
+      `UPDATE "${lh.schema}".jobs
+       SET status = 'pending', lease_token = lease_token - 1, attempt_count = attempt_count - 1,
+           lease_owner = NULL, lease_expires_at = NULL, lease_claim_id = NULL
+       WHERE id = $1`,
+      [id],
+    );
+    const [current] = await lh.claim({ queue: 'in-doubt-fail', owner: 'host:1', leaseMs: 60_000 });
+    expect(await lh.fail(current!, new Error('boom'))).toBe('retry');
+    const ref = (lease: typeof lost) => ({
+      jobId: lease!.jobId,
+      token: lease!.token,
+      claimId: lease!.claimId,
+      owner: 'host:1',
+      queue: 'in-doubt-fail',
+    });
+    expect(await findLandedOutcomes(lh.pool, lh.schema, [ref(lost)])).toEqual(new Map());
+    expect(await findLandedOutcomes(lh.pool, lh.schema, [ref(current)])).toEqual(new Map([[id, 'retry']]));
+  });
 });

@@ -1,0 +1,155 @@
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Leasehold } from '../../src/index.js';
+import { databaseUrl, migratedClient, uniqueSchema, waitFor } from '../support/db.js';
+import { startRestartablePostgres } from '../support/restartable-postgres.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
+import { started } from '../support/worker.js';
+
+const clients: Leasehold[] = [];
+afterAll(async () => {
+  for (const lh of clients.splice(0)) await lh.close();
+});
+
+function causes(err: unknown): string {
+  const parts: string[] = [];
+  for (let e = err as { message?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    parts.push(String(e.message));
+  }
+  return parts.join(' <- ');
+}
+
+describe('never hang silently', () => {
+  it('a black-holed connection: the stuck completion raises stalled, times out, and holds no later outcome', async () => {
+    const setup = await migratedClient();
+    const proxy = await startTcpProxy(databaseUrl());
+    const lh = new Leasehold({
+      connectionString: proxy.connectionString,
+      schema: setup.schema,
+      statementTimeoutMs: 1000,
+      connectTimeoutMs: 1000,
+    });
+    clients.push(lh);
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const startedJobs: string[] = [];
+    const stalled: { statement: string; outstandingMs: number }[] = [];
+    const errors: unknown[] = [];
+    const worker = lh.worker({
+      queues: {
+        hole: {
+          leaseMs: 1000,
+          handler: async (job) => {
+            startedJobs.push(job.id);
+            await gate;
+          },
+        },
+      },
+      pollIntervalMs: 100,
+      recoveryIntervalMs: 200,
+    });
+    worker.on('stalled', (statement) => stalled.push(statement));
+    worker.on('error', (err) => errors.push(err));
+    await started(worker);
+    const first = await setup.enqueue('hole', {});
+    await waitFor(() => startedJobs.includes(first.id), { what: 'the first job to start' });
+
+    // The network drops everything from now on; every connection stays open.
+    proxy.blackHole();
+    const cutAt = performance.now();
+    release(); // the completion is sent into the hole
+    await waitFor(() => stalled.length > 0, { what: 'the stalled signal' });
+    expect(stalled[0]?.statement).toMatch(/^leasehold_/);
+    expect(stalled[0]?.outstandingMs).toBeGreaterThan(1000);
+    // The health signal answers while the database cannot.
+    const health = await lh.checkHealth({ maxStatementOutstandingMs: 1000 });
+    expect(health.ok).toBe(false);
+    expect(health.failures.map((f) => f.rule)).toEqual(['maxStatementOutstandingMs']);
+    // Not silence: the client gives up on the statements that got no answer and says so.
+    await waitFor(() => errors.some((err) => /Query read timeout/.test(causes(err))), {
+      what: 'a timed-out statement reported',
+      timeoutMs: 20_000,
+    });
+    expect(performance.now() - cutAt).toBeGreaterThan(1000);
+
+    proxy.heal();
+    // A later job's outcome is not held behind the stuck one, and the stuck job is settled by the
+    // fence: its lease lapsed, so it is recovered and run again, and finishes.
+    const second = await setup.enqueue('hole', {});
+    await waitFor(async () => (await setup.getJob(second.id))?.status === 'succeeded', {
+      what: 'the later job completed',
+      timeoutMs: 30_000,
+    });
+    await waitFor(async () => (await setup.getJob(first.id))?.status === 'succeeded', {
+      what: 'the stuck job finished',
+      timeoutMs: 30_000,
+    });
+    // The completion sent into the hole was never taken for a success: the job ran again.
+    expect(startedJobs.filter((job) => job === first.id).length).toBeGreaterThanOrEqual(2);
+    await worker.stop();
+  }, 90_000);
+
+  it('a commit waiting for a synchronous standby that does not exist raises stalled and fails the health rule', async () => {
+    const server = await startRestartablePostgres();
+    const schema = uniqueSchema('lh_syncrep');
+    // statementTimeoutMs 0: no timeout at all, so the stalled signal is the only one.
+    const lh = new Leasehold({ connectionString: server.connectionString, schema, statementTimeoutMs: 0 });
+    clients.push(lh);
+    await lh.migrate();
+    const { id } = await lh.enqueue('sync', {});
+    const admin = new pg.Client({ connectionString: server.connectionString });
+    await admin.connect();
+    const setStandby = async (names: string | null) => {
+      await admin.query(
+        names === null
+          ? 'ALTER SYSTEM RESET synchronous_standby_names'
+          : `ALTER SYSTEM SET synchronous_standby_names = '${names}'`,
+      );
+      await admin.query('SELECT pg_reload_conf()');
+      await waitFor(
+        async () => {
+          const probe = new pg.Client({ connectionString: server.connectionString });
+          await probe.connect();
+          try {
+            const { rows } = await probe.query<{ v: string }>(
+              "SELECT current_setting('synchronous_standby_names') AS v",
+            );
+            return rows[0]?.v === (names ?? '');
+          } finally {
+            await probe.end();
+          }
+        },
+        { what: 'the reload' },
+      );
+    };
+    try {
+      // The trap a promoted server inherits: every commit waits for a standby it does not have.
+      await admin.query(`ALTER DATABASE postgres SET synchronous_commit = on`);
+      await setStandby('ghost_standby');
+      const stalled: { statement: string; outstandingMs: number }[] = [];
+      const worker = lh.worker({ queues: { sync: { leaseMs: 1000, handler: async () => {} } } });
+      worker.on('stalled', (statement) => stalled.push(statement));
+      worker.on('error', () => {});
+      await started(worker);
+      await waitFor(() => stalled.length > 0, { what: 'the stalled signal' });
+      expect(stalled[0]?.outstandingMs).toBeGreaterThan(1000);
+      expect((await lh.checkHealth({ maxStatementOutstandingMs: 1000 })).ok).toBe(false);
+      // The standby setting is fixed: the waiting commits return, and the work goes on.
+      await setStandby(null);
+      await waitFor(async () => (await lh.getJob(id))?.status === 'succeeded', {
+        what: 'the job completed',
+        timeoutMs: 20_000,
+      });
+      expect((await lh.checkHealth({ maxStatementOutstandingMs: 1000 })).ok).toBe(true);
+      await worker.stop();
+    } finally {
+      await setStandby(null).catch(() => {});
+      await admin.end();
+      await lh.close();
+      clients.splice(clients.indexOf(lh), 1);
+      await server.crash().catch(() => {});
+    }
+  }, 90_000);
+});

@@ -1,0 +1,84 @@
+import { createServer, type Socket, connect as tcpConnect } from 'node:net';
+import { afterAll } from 'vitest';
+
+/** An in-process TCP proxy in front of one PostgreSQL server, which a test can black-hole. */
+export interface TcpProxy {
+  /** `serverUrl` with its host and port replaced by the proxy's. */
+  connectionString: string;
+  /** Stops forwarding in both directions and drops what arrives, keeping every connection open. */
+  blackHole(): void;
+  /** Forwards again; connections that lost bytes in the hole are reset (as a partition's would be). */
+  heal(): void;
+  /** Closes the proxy and every connection through it. */
+  close(): Promise<void>;
+}
+
+const proxies: TcpProxy[] = [];
+
+afterAll(async () => {
+  for (const proxy of proxies.splice(0)) await proxy.close();
+});
+
+/**
+ * Starts a proxy on a free loopback port. A black hole is what a network partition looks like to
+ * a client: the TCP connection stays up, writes succeed, and no answer ever arrives.
+ */
+export async function startTcpProxy(serverUrl: string): Promise<TcpProxy> {
+  const target = new URL(serverUrl);
+  let holed = false;
+  const pairs = new Set<{ client: Socket; upstream: Socket; lostBytes: boolean }>();
+  const server = createServer((client) => {
+    const upstream = tcpConnect(Number(target.port || 5432), target.hostname);
+    const pair = { client, upstream, lostBytes: false };
+    pairs.add(pair);
+    const forward = (from: Socket, to: Socket) =>
+      from.on('data', (chunk) => {
+        if (holed) pair.lostBytes = true;
+        else to.write(chunk);
+      });
+    forward(client, upstream);
+    forward(upstream, client);
+    const close = () => {
+      pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    for (const socket of [client, upstream]) {
+      socket.on('error', close);
+      socket.on('close', close);
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  const url = new URL(serverUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  let closed = false;
+  const proxy: TcpProxy = {
+    connectionString: url.toString(),
+    blackHole() {
+      holed = true;
+    },
+    heal() {
+      holed = false;
+      for (const pair of [...pairs]) {
+        if (!pair.lostBytes) continue;
+        pair.client.destroy();
+        pair.upstream.destroy();
+      }
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      holed = false;
+      for (const pair of [...pairs]) {
+        pair.client.destroy();
+        pair.upstream.destroy();
+      }
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  proxies.push(proxy);
+  return proxy;
+}
