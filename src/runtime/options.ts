@@ -25,9 +25,10 @@ export interface QueueOptions {
   /** Jobs of this queue run at once in this worker (default 10). */
   concurrency?: number;
   /**
-   * Jobs to claim ahead into a local buffer beyond the free slots (default 0). Raises throughput for
-   * short jobs; buffered jobs hold leases while they wait, so keep it well within what the queue
-   * finishes in half a lease. A job that waited longer than that is handed back unstarted.
+   * Jobs to claim ahead into a local buffer beyond the free slots, fixed (0 to 5000). Unset
+   * (default): adaptive, from 0 up to what the queue finishes in a quarter of its lease at the
+   * observed rate (see `src/runtime/claim-sizer.ts`). Buffered jobs hold leases while they wait; a
+   * job that waited longer than half its lease is handed back unstarted.
    */
   prefetch?: number;
   /** Lease length in ms (default 30 s); renewed while the job earns it. */
@@ -96,7 +97,8 @@ export interface WorkerOptions {
 /** Defaults for worker options. */
 export const WORKER_DEFAULTS = {
   concurrency: 10,
-  prefetch: 0,
+  /** null: adaptive read-ahead (ClaimSizer); a number is a fixed prefetch. */
+  prefetch: null as number | null,
   leaseMs: 30_000,
   maxRuntimeMs: 15 * 60_000,
   renew: 'progress' as RenewPolicy,
@@ -115,7 +117,8 @@ export interface ResolvedQueue {
   name: string;
   handler: JobHandler;
   concurrency: number;
-  prefetch: number;
+  /** Fixed read-ahead; null when adaptive (the default). */
+  prefetch: number | null;
   leaseMs: number;
   maxRuntimeMs: number;
   renew: RenewPolicy;
@@ -288,7 +291,10 @@ function resolveQueue(
     name,
     handler: queue.handler,
     concurrency: optionalInt(queue.concurrency, `${field}.concurrency`, 1, 1000, WORKER_DEFAULTS.concurrency),
-    prefetch: optionalInt(queue.prefetch, `${field}.prefetch`, 0, 5000, WORKER_DEFAULTS.prefetch),
+    prefetch:
+      queue.prefetch === undefined
+        ? WORKER_DEFAULTS.prefetch
+        : optionalInt(queue.prefetch, `${field}.prefetch`, 0, 5000, 0),
     leaseMs,
     maxRuntimeMs: optionalInt(
       queue.maxRuntimeMs,

@@ -51,7 +51,7 @@ export class SlotPool {
       let bestLoad = Number.POSITIVE_INFINITY;
       for (const r of competing) {
         const h = held.get(r) as number;
-        if (h >= r.config.concurrency + r.config.prefetch) continue;
+        if (h >= r.config.concurrency + r.prefetch) continue;
         const load = h / r.config.weight;
         if (load < bestLoad) {
           best = r;
