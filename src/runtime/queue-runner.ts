@@ -10,8 +10,8 @@ export interface QueueRunnerHost {
   readonly accepting: boolean;
   /** Largest claim batch. */
   readonly claimBatchSize: number;
-  /** Claims up to `limit` jobs of the runner's queue. */
-  claim(config: ResolvedQueue, limit: number): Promise<ClaimedRow[]>;
+  /** Claims up to `limit` jobs of the runner's queue; `sizing` is reported with the claim. */
+  claim(config: ResolvedQueue, limit: number, sizing: ClaimSizing): Promise<ClaimedRow[]>;
   /** True when the queue's last claim came back short from a floor: claim again (from the front) now. */
   frontClaimDue(queue: string): boolean;
   /** Starts a handler for a claimed job; the runner's accounting is already updated. */
@@ -20,6 +20,12 @@ export interface QueueRunnerHost {
   handBack(config: ResolvedQueue, row: ClaimedRow): Promise<OutcomeResult>;
   /** Reports an internal error; the runner retries by itself. */
   reportError(err: unknown): void;
+}
+
+/** The read-ahead a claim was sized with (see ClaimInfo). */
+export interface ClaimSizing {
+  readAhead: number;
+  readAheadBound: number | null;
 }
 
 interface Buffered {
@@ -138,7 +144,10 @@ export class QueueRunner {
       let rows: ClaimedRow[];
       this.pool?.reserve(this, limit);
       try {
-        rows = await this.host.claim(this.config, limit);
+        rows = await this.host.claim(this.config, limit, {
+          readAhead: this.prefetch,
+          readAheadBound: this.sizer?.bound() ?? null,
+        });
         this.#claimFailures = 0;
       } catch (err) {
         this.pool?.release(this, limit);

@@ -277,7 +277,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         return worker.#state === 'running';
       },
       claimBatchSize: this.#options.claimBatchSize,
-      claim: async (config, limit) => {
+      claim: async (config, limit, sizing) => {
         const sentAt = performance.now();
         const { rows, traceparents } = await traceClaim(
           { db: this.#lh.pool, schema: this.#lh.schema, queue: config.name },
@@ -292,6 +292,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
             jobs: rows.length,
             durationMs: performance.now() - sentAt,
             waitMs,
+            ...sizing,
           });
         }
         return rows;
