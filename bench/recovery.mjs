@@ -20,19 +20,33 @@ const TARGET_MS = 1500;
  */
 const SCENARIOS = {
   defaults: {
-    label: 'library defaults (sweep every 1000 ms, backoff base 1000 ms)',
+    label:
+      'library defaults: adaptive read-ahead (no prefetch), sweep at most 1000 ms apart and at the next lapse, recovery backoff base 100 ms',
     workerOptions: {},
     backoff: null,
+    prefetch: null,
     byDefault: true,
   },
+  'defaults-prefetch': {
+    label: 'library defaults but --prefetch per queue',
+    workerOptions: {},
+    backoff: null,
+    byDefault: false,
+  },
+  'backoff-1s': {
+    label: 'library defaults but recoveryBackoff baseMs 1000 (the backoff the sweep gave before), --prefetch',
+    workerOptions: { recoveryBackoff: { baseMs: 1000 } },
+    backoff: null,
+    byDefault: false,
+  },
   'fast-sweep': {
-    label: 'recoveryIntervalMs 100, backoff at its default (base 1000 ms)',
+    label: 'recoveryIntervalMs 100, --prefetch, backoff at its default',
     workerOptions: { recoveryIntervalMs: 100 },
     backoff: null,
     byDefault: false,
   },
   tuned: {
-    label: 'recoveryIntervalMs 100, client backoff baseMs 0 (recovered jobs due at once)',
+    label: 'recoveryIntervalMs 100, --prefetch, client backoff baseMs 0 (recovered jobs due at once)',
     workerOptions: { recoveryIntervalMs: 100 },
     backoff: { baseMs: 0, maxMs: 0 },
     byDefault: true,
@@ -61,7 +75,8 @@ ${Object.entries(INTEGER_FLAGS)
   .join('\n')}
 --jobs are spread over --queues queues (at most 1000 per queue: the victim runs each queue at
 concurrency = its jobs, the library's bound); --concurrency and --prefetch are the survivor's,
-per queue; --timeout-s bounds every wait of one repetition.
+per queue (\`defaults\` sets no prefetch: the adaptive read-ahead); --timeout-s bounds every wait
+of one repetition.
 Set DATABASE_URL to use an existing server instead of an embedded one.`;
 
 function parseOptions(argv) {
@@ -137,7 +152,7 @@ function formatTable(results) {
   const lines = [
     `Milliseconds after the SIGKILL: median of ${options.reps} repetition(s), min–max in parentheses.`,
     `${options.jobs} jobs over ${options.queues} queues, held by the victim; every lease set to lapse ${options.leaseMs} ms after the planned kill;`,
-    `survivor: concurrency ${options.concurrency} and prefetch ${options.prefetch} per queue, listening, idle at the kill.`,
+    `survivor: concurrency ${options.concurrency} per queue (and --prefetch ${options.prefetch} where the scenario says so), listening, idle at the kill.`,
     '',
     ...names.map((name) => `\`${name}\`: ${SCENARIOS[name].label}.`),
     '',

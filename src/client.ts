@@ -369,20 +369,24 @@ export class Leasehold {
   }
 
   /**
-   * Returns expired leases to `pending` (after backoff) or `dead` (attempts spent), in batches of
-   * `batchSize`, each its own short transaction, until none is left or `limit` jobs were moved.
+   * Returns expired leases to `pending` (after backoff: the client's, or `backoff`) or `dead`
+   * (attempts spent), in batches of `batchSize`, each its own short transaction, until none is left
+   * or `limit` jobs were moved.
    */
   async recoverExpired(recoverOptions?: {
     limit?: number;
     batchSize?: number;
+    backoff?: BackoffOptions;
   }): Promise<{ retried: number; dead: number }> {
     const options = optionsObject(recoverOptions);
     const limit = optionalInt(options.limit, 'limit', 1, Number.MAX_SAFE_INTEGER, 100_000);
     const batchSize = optionalInt(options.batchSize, 'batchSize', 1, MAX_BATCH, MAX_BATCH);
+    const backoff =
+      options.backoff === undefined ? this.backoff : resolveBackoff(options.backoff, 'backoff', this.backoff);
     const total = { retried: 0, dead: 0 };
     while (total.retried + total.dead < limit) {
       const batch = Math.min(batchSize, limit - total.retried - total.dead);
-      const moved = await recoverExpiredLeases(this.pool, this.schema, { limit: batch, ...this.backoff });
+      const moved = await recoverExpiredLeases(this.pool, this.schema, { limit: batch, ...backoff });
       total.retried += moved.retried;
       total.dead += moved.dead;
       if (moved.retried + moved.dead < batch) break;

@@ -36,7 +36,12 @@ process.once('message', async (config) => {
     const queue =
       role === 'victim'
         ? { handler: () => never, concurrency: config.concurrency, leaseMs: config.leaseMs }
-        : { handler: async () => {}, concurrency: config.concurrency, prefetch: config.prefetch };
+        : {
+            handler: async () => {},
+            concurrency: config.concurrency,
+            // null: no prefetch option, the library's adaptive read-ahead.
+            ...(config.prefetch === null ? {} : { prefetch: config.prefetch }),
+          };
     const worker = lh.worker({
       owner: config.owner,
       queues: Object.fromEntries(config.queues.map((name) => [name, queue])),

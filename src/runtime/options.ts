@@ -65,8 +65,19 @@ export interface WorkerOptions {
   listen?: boolean;
   /** How long `stop()` lets running handlers finish before aborting them (default 10 s). */
   shutdownTimeoutMs?: number;
-  /** Mean interval of the expired-lease recovery sweep (default 1000 ms, jittered); 0 disables it. */
+  /**
+   * Longest wait of the expired-lease recovery sweep (default 1000 ms, jittered); 0 disables it. A
+   * pass comes sooner when a running lease lapses sooner (it reads when the next one does).
+   */
   recoveryIntervalMs?: number;
+  /**
+   * Backoff of the jobs this worker's sweep returns to `pending` (default: a first retry within
+   * 100 ms, or the client's `backoff.baseMs` if smaller, doubling per attempt up to the client's
+   * `maxMs`). A lapsed lease is most often a crashed or stalled worker, not the job's failure, so
+   * the wait is short; it still spreads a crashed worker's jobs and grows for a job that keeps
+   * losing its lease.
+   */
+  recoveryBackoff?: BackoffOptions;
   /**
    * Mean interval of the retention pass (default 60 s, jittered); 0 disables it. Only one process
    * prunes a schema at a time (an advisory lock); retention settings come from the client and queues.
@@ -106,6 +117,8 @@ export const WORKER_DEFAULTS = {
   pollIntervalMs: 1000,
   shutdownTimeoutMs: 10_000,
   recoveryIntervalMs: 1000,
+  /** First-retry scale of jobs the sweep returns (capped by the client's `backoff.baseMs`). */
+  recoveryBackoffBaseMs: 100,
   pruneIntervalMs: 60_000,
   agingPassIntervalMs: 1000,
   claimBatchSize: 500,
@@ -136,6 +149,7 @@ export interface ResolvedWorkerOptions {
   listen: boolean;
   shutdownTimeoutMs: number;
   recoveryIntervalMs: number;
+  recoveryBackoff: Required<BackoffOptions>;
   pruneIntervalMs: number;
   agingPassIntervalMs: number;
   claimBatchSize: number;
@@ -152,6 +166,7 @@ const KNOWN_WORKER_KEYS = [
   'listen',
   'shutdownTimeoutMs',
   'recoveryIntervalMs',
+  'recoveryBackoff',
   'pruneIntervalMs',
   'agingPassIntervalMs',
   'claimBatchSize',
@@ -235,6 +250,10 @@ export function resolveWorkerOptions(
       3_600_000,
       WORKER_DEFAULTS.recoveryIntervalMs,
     ),
+    recoveryBackoff: resolveBackoff(options.recoveryBackoff, 'recoveryBackoff', {
+      baseMs: Math.min(WORKER_DEFAULTS.recoveryBackoffBaseMs, clientBackoff.baseMs),
+      maxMs: clientBackoff.maxMs,
+    }),
     pruneIntervalMs: optionalInt(
       options.pruneIntervalMs,
       'pruneIntervalMs',

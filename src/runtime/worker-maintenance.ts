@@ -1,6 +1,6 @@
 import type { Leasehold } from '../client.js';
 import { type AgingResult, AgingService } from '../maintenance/aging.js';
-import { type RecoveryResult, RecoveryService } from '../maintenance/recovery.js';
+import { type RecoveryResult, RecoveryService, sweepInGrowingBatches } from '../maintenance/recovery.js';
 import {
   DEFAULT_PRUNE_BATCH,
   DEFAULT_PRUNE_LIMIT,
@@ -8,6 +8,7 @@ import {
   prunePass,
   RetentionService,
 } from '../maintenance/retention.js';
+import { msUntilNextLeaseExpiry, recoverExpiredLeases } from '../storage/recover.js';
 import type { ResolvedWorkerOptions } from './options.js';
 
 /** What the worker does with the maintenance services' results. */
@@ -32,7 +33,11 @@ export class WorkerMaintenance {
       this.#services.push(
         new RecoveryService({
           intervalMs: options.recoveryIntervalMs,
-          recover: () => lh.recoverExpired(),
+          recover: () =>
+            sweepInGrowingBatches((limit) =>
+              recoverExpiredLeases(lh.pool, lh.schema, { limit, ...options.recoveryBackoff }),
+            ),
+          nextLapseInMs: () => msUntilNextLeaseExpiry(lh.pool, lh.schema),
           onRecovered: (result) => hooks.recovered(result),
           onError,
         }),

@@ -86,3 +86,24 @@ export async function recoverExpiredLeases(
   ]);
   return { retried: rows[0]?.retried ?? 0, dead: rows[0]?.dead ?? 0 };
 }
+
+/**
+ * LeaseNextExpiry: reads nothing but the time, in ms from now (database time), until the earliest
+ * running lease that has not lapsed yet lapses; null when no lease is running. The recovery sweep
+ * sleeps until then (within its interval), so a dead worker's leases are swept as they lapse, not
+ * up to an interval later. No lock; the first entry of jobs_expired_lease_idx past now().
+ */
+const LeaseNextExpiry = defineStatement(
+  'lease_next_expiry',
+  (s) => `
+  SELECT extract(epoch FROM min(lease_expires_at) - now()) * 1000 AS ms
+  FROM ${s}.jobs
+  WHERE status = 'running' AND lease_expires_at > now()`,
+);
+
+/** Milliseconds until the earliest unlapsed running lease lapses (database time); null when none runs. */
+export async function msUntilNextLeaseExpiry(db: Queryable, schema: string): Promise<number | null> {
+  const rows = await run<{ ms: string | number | null }>(db, LeaseNextExpiry(schema), []);
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? null : Number(ms);
+}
