@@ -30,7 +30,7 @@ export const liveChildren = new Set();
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until(check, deadlineMs, what) {
+export async function until(check, deadlineMs, what) {
   const deadline = performance.now() + deadlineMs;
   for (;;) {
     const value = await check();
@@ -41,7 +41,7 @@ async function until(check, deadlineMs, what) {
 }
 
 /** Forks a worker process in `role`; resolves once it is connected and its worker built. */
-function forkChild(role, config, timeoutMs) {
+export function forkChild(role, config, timeoutMs) {
   const child = fork(CHILD_SCRIPT, [role], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   liveChildren.add(child);
   child.once('exit', () => liveChildren.delete(child));
@@ -50,7 +50,7 @@ function forkChild(role, config, timeoutMs) {
 }
 
 /** Tells a child to start its worker; resolves once it runs (and listens). */
-function startChild(child, role, timeoutMs) {
+export function startChild(child, role, timeoutMs) {
   const started = answer(child, role, 'started', timeoutMs);
   child.send({ type: 'start' });
   return started;
@@ -75,7 +75,7 @@ function answer(child, role, type, timeoutMs) {
 }
 
 /** Asks a child to stop its worker; kills it if it does not answer in time. */
-async function stopChild(child, timeoutMs) {
+export async function stopChild(child, timeoutMs) {
   if (child.exitCode !== null || child.signalCode !== null) return null;
   const stopped = new Promise((resolve) => {
     child.on('message', (message) => {
@@ -90,7 +90,7 @@ async function stopChild(child, timeoutMs) {
 }
 
 /** Database clock minus the bench's wall clock, from the quickest of a few round trips. */
-async function clockOffsetMs(admin) {
+export async function clockOffsetMs(admin) {
   let best = null;
   for (let i = 0; i < 5; i++) {
     const sent = Date.now();
@@ -102,7 +102,7 @@ async function clockOffsetMs(admin) {
   return best.offset;
 }
 
-async function freshSchema(admin, connectionString, queues, jobsPerQueue) {
+export async function freshSchema(admin, connectionString, queues, jobsPerQueue) {
   await admin.query(`DROP SCHEMA IF EXISTS ${S} CASCADE`);
   const lh = new Leasehold({ connectionString, schema: S, poolSize: 2 });
   try {

@@ -33,6 +33,7 @@ export interface RecoveryServiceOptions {
  */
 export class RecoveryService extends PeriodicService<RecoveryResult> {
   #nextLapseInMs: number | null = null;
+  #passes = 0;
 
   constructor(private readonly options: RecoveryServiceOptions) {
     super(options.intervalMs, options.onError);
@@ -41,6 +42,7 @@ export class RecoveryService extends PeriodicService<RecoveryResult> {
   /** Runs one pass now, then reads when the next lease lapses. */
   override async runOnce(): Promise<RecoveryResult> {
     this.#nextLapseInMs = null;
+    this.#passes++;
     const result = await this.options.recover();
     if (result.retried + result.dead > 0) this.options.onRecovered?.(result);
     if (this.options.nextLapseInMs) this.#nextLapseInMs = await this.options.nextLapseInMs();
@@ -55,6 +57,9 @@ export class RecoveryService extends PeriodicService<RecoveryResult> {
    * sweep spin; the 5–20 ms added spreads the sweeps of many workers waiting for the same lapse.
    */
   protected override nextWaitMs(): number {
+    // The first pass comes at once (within 50 ms): a worker that starts after a crash sweeps, and
+    // learns when the next lease lapses, without waiting an interval.
+    if (this.#passes === 0 && this.options.nextLapseInMs) return Math.random() * 50;
     const interval = super.nextWaitMs();
     const lapse = this.#nextLapseInMs;
     if (lapse === null) return interval;

@@ -13,7 +13,8 @@ import type { ResolvedWorkerOptions } from './options.js';
 
 /** What the worker does with the maintenance services' results. */
 export interface MaintenanceHooks {
-  recovered(result: RecoveryResult): void;
+  /** A pass moved leases; `dueInMs`: when the last job it returned to pending becomes claimable. */
+  recovered(result: RecoveryResult, dueInMs: number): void;
   pruned(result: PruneResult): void;
   aged(result: AgingResult): void;
   error(err: unknown): void;
@@ -30,15 +31,24 @@ export class WorkerMaintenance {
   constructor(lh: Leasehold, options: ResolvedWorkerOptions, hooks: MaintenanceHooks) {
     const onError = (err: unknown) => hooks.error(err);
     if (options.recoveryIntervalMs > 0) {
+      let dueInMs = 0;
       this.#services.push(
         new RecoveryService({
           intervalMs: options.recoveryIntervalMs,
           recover: () =>
-            sweepInGrowingBatches((limit) =>
-              recoverExpiredLeases(lh.pool, lh.schema, { limit, ...options.recoveryBackoff }),
-            ),
+            sweepInGrowingBatches(async (limit) => {
+              const moved = await recoverExpiredLeases(lh.pool, lh.schema, {
+                limit,
+                ...options.recoveryBackoff,
+              });
+              dueInMs = Math.max(dueInMs, moved.maxDelayMs);
+              return moved;
+            }),
           nextLapseInMs: () => msUntilNextLeaseExpiry(lh.pool, lh.schema),
-          onRecovered: (result) => hooks.recovered(result),
+          onRecovered: (result) => {
+            hooks.recovered({ retried: result.retried, dead: result.dead }, dueInMs);
+            dueInMs = 0;
+          },
           onError,
         }),
       );

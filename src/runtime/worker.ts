@@ -136,11 +136,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       error: reportError,
     });
     this.#maintenance = new WorkerMaintenance(lh, this.#options, {
-      recovered: (result) => {
+      recovered: (result, dueInMs) => {
         this.counters.recovered += result.retried + result.dead;
         this.emit('recovered', result);
-        // Recovered jobs may be claimable soon; the poll picks up those still in backoff.
+        // Recovered jobs are claimable now or after their (short) backoff: wake now, and again once
+        // the last is due, instead of leaving those still in backoff to the next poll.
         this.#wakeAll();
+        if (dueInMs > 0) setTimeout(() => this.#wakeAll(), dueInMs + 1).unref();
       },
       pruned: (result) => this.emit('pruned', result),
       aged: (result) => {
