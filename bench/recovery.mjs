@@ -155,6 +155,7 @@ function formatTable(results) {
     ['last recovered job finished', 'lastFinished'],
     ['sweeping: first to last sweep batch (duration)', 'sweeping'],
     ['processing: first to last recovered job finished (duration)', 'processing'],
+    ['survivor process CPU time, start to stop (user + system)', 'survivorCpu'],
   ];
   const lines = [
     `Milliseconds after the SIGKILL: median of ${options.reps} repetition(s), min–max in parentheses.`,

@@ -79,7 +79,7 @@ export async function stopChild(child, timeoutMs) {
   if (child.exitCode !== null || child.signalCode !== null) return null;
   const stopped = new Promise((resolve) => {
     child.on('message', (message) => {
-      if (message.type === 'stopped') resolve(message.counters);
+      if (message.type === 'stopped') resolve({ ...message.counters, cpuMs: message.cpuMs });
     });
     child.once('exit', () => resolve(null));
   });
@@ -236,6 +236,9 @@ export async function runOnce({ connectionString, admin, options, scenario, rep,
       largestBackoff: Number(facts.largest_delay_ms),
       firstFinished: sinceKill(facts.first_finished_ms),
       lastFinished: sinceKill(facts.last_finished_ms),
+      // The survivor's CPU time (user + system) from its start to its stop: nearly all of it the
+      // recovery, since it was idle before the kill.
+      survivorCpu: counters?.cpuMs ?? Number.NaN,
     };
     result.sweeping = result.lastSweep - result.firstSweep;
     result.processing = result.lastFinished - result.firstFinished;

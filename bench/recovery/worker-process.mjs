@@ -33,6 +33,7 @@ process.once('message', async (config) => {
     await lh.pool.query('SELECT 1'); // connect before being told anything is ready
     // worker.start() loads the optional tracing API first: load it now, so starting is quick.
     await import('@opentelemetry/api').catch(() => null);
+    let cpuAtStart = null;
     let startedJobs = 0;
     let handled = 0;
     const queue =
@@ -78,6 +79,7 @@ process.once('message', async (config) => {
     }
     process.on('message', async (message) => {
       if (message.type === 'start') {
+        cpuAtStart = process.cpuUsage();
         await worker.start();
         const listens = config.workerOptions?.listen !== false;
         for (let i = 0; listens && worker.listenerPid === null; i++) {
@@ -92,7 +94,11 @@ process.once('message', async (config) => {
       } else if (message.type === 'stop') {
         await worker.stop();
         await lh.close();
-        process.send({ type: 'stopped', counters: { ...worker.counters } }, () => process.disconnect());
+        const cpu = process.cpuUsage(cpuAtStart ?? undefined);
+        const cpuMs = (cpu.user + cpu.system) / 1000;
+        process.send({ type: 'stopped', counters: { ...worker.counters }, cpuMs }, () =>
+          process.disconnect(),
+        );
       }
     });
     process.send({ type: 'ready' });
