@@ -42,7 +42,12 @@ export async function until(check, deadlineMs, what) {
 
 /** Forks a worker process in `role`; resolves once it is connected and its worker built. */
 export function forkChild(role, config, timeoutMs) {
-  const child = fork(CHILD_SCRIPT, [role], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // BENCH_CPU_PROF_DIR=folder: the survivor writes a V8 CPU profile there when it exits.
+  const profile = role === 'survivor' && process.env.BENCH_CPU_PROF_DIR;
+  const child = fork(CHILD_SCRIPT, [role], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    ...(profile ? { execArgv: ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`] } : {}),
+  });
   liveChildren.add(child);
   child.once('exit', () => liveChildren.delete(child));
   child.send({ lifetimeMs: timeoutMs * 3, ...config });
@@ -85,6 +90,9 @@ export async function stopChild(child, timeoutMs) {
   });
   child.send({ type: 'stop' });
   const counters = await Promise.race([stopped, sleep(timeoutMs).then(() => null)]);
+  // It exits by itself once it has answered (and written its CPU profile, if asked for one).
+  if (child.exitCode === null && child.signalCode === null)
+    await Promise.race([new Promise((resolve) => child.once('exit', resolve)), sleep(3000)]);
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   return counters;
 }
