@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ValidationError } from '../src/index.js';
 import { RecoveryService, sweepInGrowingBatches } from '../src/maintenance/recovery.js';
 import { msUntilNextLeaseExpiry } from '../src/storage/recover.js';
 import { countByStatus, listenOptions, migratedClient, testPool, waitFor } from './support/db.js';
@@ -61,6 +62,17 @@ describe('when the recovery sweep runs', () => {
 });
 
 describe('what the worker sweep gives back', () => {
+  it('refuses a bad recovery backoff with a ValidationError before anything is written', async () => {
+    const lh = await migratedClient();
+    await expect(lh.recoverExpired({ backoff: { baseMs: -1 } })).rejects.toThrow(ValidationError);
+    await expect(lh.recoverExpired({ backoff: { baseMs: 10, maxMs: 5 } })).rejects.toMatchObject({
+      code: 'VALIDATION',
+    });
+    expect(() =>
+      lh.worker({ queues: { q: async () => {} }, recoveryBackoff: { baseMs: 'soon' as unknown as number } }),
+    ).toThrow(ValidationError);
+  });
+
   it('returns expired leases with a short backoff by default (within 100 ms), not the client’s failure backoff', async () => {
     const lh = await migratedClient(); // client backoff at its default: first retry within 1 s
     const pool = testPool(2);
