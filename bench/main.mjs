@@ -7,6 +7,7 @@ import { parseOptions } from './options.mjs';
 import { createRawSchema, RAW_SCHEMA } from './raw-sql.mjs';
 import { formatTable } from './report.mjs';
 import { openServer } from './server.mjs';
+import { measureDefaults } from './workloads/defaults.mjs';
 import { measureEnqueueMany, measureEnqueueOne } from './workloads/enqueue.mjs';
 import { measureLatency } from './workloads/latency.mjs';
 import { measureOrdering } from './workloads/ordering.mjs';
@@ -107,6 +108,12 @@ async function main() {
           kind: 'throughput',
         });
       }
+    }
+    if (options.workloads.has('defaults')) {
+      log(
+        `defaults vs tuned: concurrency 1, 16, 100; no-op and ${options.defaultsJobMs} ms jobs, ×${options.reps}`,
+      );
+      rows.push(...(await measureDefaults(ctx, options, log)));
     }
     console.log(formatTable(rows, options));
     console.log('');

@@ -2,7 +2,7 @@
 // that never ends; defaults are sized for a default run of about 2–3 minutes on 2 cores.
 import { parseArgs } from 'node:util';
 
-const WORKLOADS = ['enqueue', 'many', 'process', 'latency', 'ordering'];
+const WORKLOADS = ['enqueue', 'many', 'process', 'latency', 'ordering', 'defaults'];
 
 /** Flag name -> [default, smallest, largest]. */
 const INTEGER_FLAGS = {
@@ -19,7 +19,12 @@ const INTEGER_FLAGS = {
   'latency-samples': [300, 20, 10_000],
   'latency-pause-ms': [10, 0, 1000],
   'timeout-s': [180, 5, 3600],
+  'defaults-jobs': [20_000, 100, 1_000_000],
+  'defaults-job-ms': [10, 1, 1000],
 };
+
+/** The prefetch values the defaults workload tries to find the best hand-tuned setting. */
+const TUNED_PREFETCH_DEFAULT = '100,500,2000';
 
 const USAGE = `Usage: npm run bench -- [flags]
   --peers                 also run graphile-worker and pg-boss on the processing workload
@@ -29,6 +34,9 @@ ${Object.entries(INTEGER_FLAGS)
   .join('\n')}
 --prefetch sets the "Leasehold prefetch" rows (0 leaves them out); --claim-batch-size 0 keeps
 Leasehold's own claimBatchSize default.
+  --tuned-prefetch LIST   the defaults workload's hand-tuned candidates (default ${TUNED_PREFETCH_DEFAULT})
+The defaults workload runs --defaults-jobs no-op jobs per run, and 10 ms jobs (--defaults-job-ms)
+sized to about 4 s per run (at least 500), at concurrency 1, 16 and 100.
 Set DATABASE_URL to use an existing server instead of an embedded one.`;
 
 /** Parses argv (without node and script) into bench options; exits with usage on a bad flag. */
@@ -41,6 +49,7 @@ export function parseOptions(argv) {
       options: {
         peers: { type: 'boolean', default: false },
         only: { type: 'string' },
+        'tuned-prefetch': { type: 'string' },
         help: { type: 'boolean', default: false },
         ...Object.fromEntries(Object.keys(INTEGER_FLAGS).map((name) => [name, { type: 'string' }])),
       },
@@ -69,6 +78,10 @@ export function parseOptions(argv) {
     options[camelCase(name)] = value;
   }
   options.timeoutMs = options.timeoutS * 1000;
+  options.tunedPrefetch = (values['tuned-prefetch'] ?? TUNED_PREFETCH_DEFAULT).split(',').map(Number);
+  if (options.tunedPrefetch.some((n) => !Number.isInteger(n) || n < 1 || n > 5000)) {
+    fail('--tuned-prefetch must be a comma-separated list of integers from 1 to 5000');
+  }
   return options;
 }
 

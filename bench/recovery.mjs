@@ -9,6 +9,7 @@ import pg from 'pg';
 import { describeEnvironment, formatEnvironment, loadAverage } from './environment.mjs';
 import { explainRecovery } from './recovery/explain.mjs';
 import { liveChildren, RECOVERY_SCHEMA, runOnce } from './recovery/run-once.mjs';
+import { runWorkingVictim } from './recovery/run-working-victim.mjs';
 import { openServer } from './server.mjs';
 import { median } from './stats.mjs';
 
@@ -20,19 +21,39 @@ const TARGET_MS = 1500;
  */
 const SCENARIOS = {
   defaults: {
-    label: 'library defaults (sweep every 1000 ms, backoff base 1000 ms)',
+    label:
+      'library defaults: adaptive read-ahead (no prefetch), sweep at most 1000 ms apart and at the next lapse, recovery backoff base 100 ms',
     workerOptions: {},
     backoff: null,
+    prefetch: null,
     byDefault: true,
   },
+  'defaults-prefetch': {
+    label: 'library defaults but --prefetch per queue',
+    workerOptions: {},
+    backoff: null,
+    byDefault: false,
+  },
+  'backoff-1s': {
+    label: 'library defaults but recoveryBackoff baseMs 1000 (the backoff the sweep gave before), --prefetch',
+    workerOptions: { recoveryBackoff: { baseMs: 1000 } },
+    backoff: null,
+    byDefault: false,
+  },
   'fast-sweep': {
-    label: 'recoveryIntervalMs 100, backoff at its default (base 1000 ms)',
+    label: 'recoveryIntervalMs 100, --prefetch, backoff at its default',
     workerOptions: { recoveryIntervalMs: 100 },
     backoff: null,
     byDefault: false,
   },
+  'working-victim': {
+    label:
+      'a victim at the defaults draining 10 ms jobs on real --lease-ms leases, killed after a quarter; its unclaimed backlog deleted at the kill; a survivor at the defaults started then',
+    working: true,
+    byDefault: true,
+  },
   tuned: {
-    label: 'recoveryIntervalMs 100, client backoff baseMs 0 (recovered jobs due at once)',
+    label: 'recoveryIntervalMs 100, --prefetch, client backoff baseMs 0 (recovered jobs due at once)',
     workerOptions: { recoveryIntervalMs: 100 },
     backoff: { baseMs: 0, maxMs: 0 },
     byDefault: true,
@@ -61,7 +82,8 @@ ${Object.entries(INTEGER_FLAGS)
   .join('\n')}
 --jobs are spread over --queues queues (at most 1000 per queue: the victim runs each queue at
 concurrency = its jobs, the library's bound); --concurrency and --prefetch are the survivor's,
-per queue; --timeout-s bounds every wait of one repetition.
+per queue (\`defaults\` sets no prefetch: the adaptive read-ahead); --timeout-s bounds every wait
+of one repetition.
 Set DATABASE_URL to use an existing server instead of an embedded one.`;
 
 function parseOptions(argv) {
@@ -133,11 +155,12 @@ function formatTable(results) {
     ['last recovered job finished', 'lastFinished'],
     ['sweeping: first to last sweep batch (duration)', 'sweeping'],
     ['processing: first to last recovered job finished (duration)', 'processing'],
+    ['survivor process CPU time, start to stop (user + system)', 'survivorCpu'],
   ];
   const lines = [
     `Milliseconds after the SIGKILL: median of ${options.reps} repetition(s), min–max in parentheses.`,
     `${options.jobs} jobs over ${options.queues} queues, held by the victim; every lease set to lapse ${options.leaseMs} ms after the planned kill;`,
-    `survivor: concurrency ${options.concurrency} and prefetch ${options.prefetch} per queue, listening, idle at the kill.`,
+    `survivor: concurrency ${options.concurrency} per queue (and --prefetch ${options.prefetch} where the scenario says so), listening, idle at the kill.`,
     '',
     ...names.map((name) => `\`${name}\`: ${SCENARIOS[name].label}.`),
     '',
@@ -161,6 +184,28 @@ function formatTable(results) {
   return lines.join('\n');
 }
 
+function formatWorkingTable(runs) {
+  const rows = [
+    ['leases the victim held at the kill', 'held'],
+    ['its handler slots (concurrency × queues)', 'slots'],
+    ['of the held: claimed but not started (victim count, ≤ 10 ms before the kill)', 'unstarted'],
+    ['read-ahead its last claims allowed (sum over queues)', 'readAhead'],
+    ['bound those claims were sized within: rate × lease / 4 (sum over queues)', 'bound'],
+    ['jobs the victim handled before the kill', 'handledBeforeKill'],
+    ['ms after the kill: last held lease lapsed', 'lastLapse'],
+    ['ms after the kill: all held jobs finished by the survivor', 'allFinished'],
+    ['ms after the last lapse: all held jobs finished', 'afterLapse'],
+  ];
+  const lines = [
+    `\`working-victim\`: ${SCENARIOS['working-victim'].label}. Median of ${runs.length}, min–max in parentheses.`,
+    '',
+    '| | `working-victim` |',
+    '| --- | ---: |',
+  ];
+  for (const [label, key] of rows) lines.push(`| ${label} | ${cell(runs.map((r) => r[key]))} |`);
+  return lines.join('\n');
+}
+
 async function main() {
   const startedAt = performance.now();
   const server = await openServer();
@@ -179,18 +224,28 @@ async function main() {
       `Command: npm run bench:recovery${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
     );
     console.log('');
-    const results = Object.fromEntries(options.scenarios.map((name) => [name, []]));
+    const results = Object.fromEntries(
+      options.scenarios.filter((name) => !SCENARIOS[name].working).map((name) => [name, []]),
+    );
+    const working = [];
     // Repetitions interleave the scenarios, so drift in the machine's load spreads over all of them.
     for (let rep = 0; rep < options.reps; rep++) {
       for (const name of options.scenarios) {
         const scenario = { concurrency: options.concurrency, prefetch: options.prefetch, ...SCENARIOS[name] };
         log(`${name}, repetition ${rep + 1} of ${options.reps}`);
+        if (scenario.working) {
+          working.push(
+            await runWorkingVictim({ connectionString: server.connectionString, admin, options, rep, log }),
+          );
+          continue;
+        }
         results[name].push(
           await runOnce({ connectionString: server.connectionString, admin, options, scenario, rep, log }),
         );
       }
     }
-    console.log(formatTable(results));
+    if (Object.keys(results).length > 0) console.log(formatTable(results));
+    if (working.length > 0) console.log(`\n${formatWorkingTable(working)}`);
     if (options.explain) {
       log(`EXPLAIN of the recovery statement over ${options.jobs} expired leases`);
       const plans = await explainRecovery({

@@ -54,7 +54,8 @@ export const DEFAULT_AGING_LIMIT = 1000;
 /** Defaults for worker and queue options. */
 export const WORKER_DEFAULTS = {
   concurrency: 10,
-  prefetch: 0,
+  /** null: adaptive read-ahead (runtime/claim-sizer.ts); a number is a fixed prefetch. */
+  prefetch: null as number | null,
   leaseMs: DEFAULT_LEASE_MS,
   maxRuntimeMs: 15 * 60_000,
   renew: 'progress' as 'progress' | 'alive',
@@ -63,6 +64,8 @@ export const WORKER_DEFAULTS = {
   pollIntervalMs: 1000,
   shutdownTimeoutMs: 10_000,
   recoveryIntervalMs: DEFAULT_RECOVERY_INTERVAL_MS,
+  /** First-retry scale of jobs the sweep returns (capped by the client's `backoff.baseMs`). */
+  recoveryBackoffBaseMs: 100,
   pruneIntervalMs: DEFAULT_PRUNE_INTERVAL_MS,
   agingPassIntervalMs: DEFAULT_AGING_PASS_INTERVAL_MS,
   claimBatchSize: 500,

@@ -30,7 +30,7 @@ export const liveChildren = new Set();
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until(check, deadlineMs, what) {
+export async function until(check, deadlineMs, what) {
   const deadline = performance.now() + deadlineMs;
   for (;;) {
     const value = await check();
@@ -41,8 +41,13 @@ async function until(check, deadlineMs, what) {
 }
 
 /** Forks a worker process in `role`; resolves once it is connected and its worker built. */
-function forkChild(role, config, timeoutMs) {
-  const child = fork(CHILD_SCRIPT, [role], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+export function forkChild(role, config, timeoutMs) {
+  // BENCH_CPU_PROF_DIR=folder: the survivor writes a V8 CPU profile there when it exits.
+  const profile = role === 'survivor' && process.env.BENCH_CPU_PROF_DIR;
+  const child = fork(CHILD_SCRIPT, [role], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    ...(profile ? { execArgv: ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`] } : {}),
+  });
   liveChildren.add(child);
   child.once('exit', () => liveChildren.delete(child));
   child.send({ lifetimeMs: timeoutMs * 3, ...config });
@@ -50,7 +55,7 @@ function forkChild(role, config, timeoutMs) {
 }
 
 /** Tells a child to start its worker; resolves once it runs (and listens). */
-function startChild(child, role, timeoutMs) {
+export function startChild(child, role, timeoutMs) {
   const started = answer(child, role, 'started', timeoutMs);
   child.send({ type: 'start' });
   return started;
@@ -75,22 +80,25 @@ function answer(child, role, type, timeoutMs) {
 }
 
 /** Asks a child to stop its worker; kills it if it does not answer in time. */
-async function stopChild(child, timeoutMs) {
+export async function stopChild(child, timeoutMs) {
   if (child.exitCode !== null || child.signalCode !== null) return null;
   const stopped = new Promise((resolve) => {
     child.on('message', (message) => {
-      if (message.type === 'stopped') resolve(message.counters);
+      if (message.type === 'stopped') resolve({ ...message.counters, cpuMs: message.cpuMs });
     });
     child.once('exit', () => resolve(null));
   });
   child.send({ type: 'stop' });
   const counters = await Promise.race([stopped, sleep(timeoutMs).then(() => null)]);
+  // It exits by itself once it has answered (and written its CPU profile, if asked for one).
+  if (child.exitCode === null && child.signalCode === null)
+    await Promise.race([new Promise((resolve) => child.once('exit', resolve)), sleep(3000)]);
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   return counters;
 }
 
 /** Database clock minus the bench's wall clock, from the quickest of a few round trips. */
-async function clockOffsetMs(admin) {
+export async function clockOffsetMs(admin) {
   let best = null;
   for (let i = 0; i < 5; i++) {
     const sent = Date.now();
@@ -102,7 +110,7 @@ async function clockOffsetMs(admin) {
   return best.offset;
 }
 
-async function freshSchema(admin, connectionString, queues, jobsPerQueue) {
+export async function freshSchema(admin, connectionString, queues, jobsPerQueue) {
   await admin.query(`DROP SCHEMA IF EXISTS ${S} CASCADE`);
   const lh = new Leasehold({ connectionString, schema: S, poolSize: 2 });
   try {
@@ -236,6 +244,9 @@ export async function runOnce({ connectionString, admin, options, scenario, rep,
       largestBackoff: Number(facts.largest_delay_ms),
       firstFinished: sinceKill(facts.first_finished_ms),
       lastFinished: sinceKill(facts.last_finished_ms),
+      // The survivor's CPU time (user + system) from its start to its stop: nearly all of it the
+      // recovery, since it was idle before the kill.
+      survivorCpu: counters?.cpuMs ?? Number.NaN,
     };
     result.sweeping = result.lastSweep - result.firstSweep;
     result.processing = result.lastFinished - result.firstFinished;

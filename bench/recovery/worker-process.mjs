@@ -12,7 +12,7 @@
 import { Leasehold } from '../../dist/index.js';
 
 const role = process.argv[2];
-if (role !== 'victim' && role !== 'survivor') {
+if (role !== 'victim' && role !== 'survivor' && role !== 'working-victim') {
   console.error(`recovery worker-process: unknown role ${role}`);
   process.exit(2);
 }
@@ -33,18 +33,53 @@ process.once('message', async (config) => {
     await lh.pool.query('SELECT 1'); // connect before being told anything is ready
     // worker.start() loads the optional tracing API first: load it now, so starting is quick.
     await import('@opentelemetry/api').catch(() => null);
+    let cpuAtStart = null;
+    let startedJobs = 0;
+    let handled = 0;
     const queue =
       role === 'victim'
         ? { handler: () => never, concurrency: config.concurrency, leaseMs: config.leaseMs }
-        : { handler: async () => {}, concurrency: config.concurrency, prefetch: config.prefetch };
+        : role === 'working-victim'
+          ? {
+              handler: async () => {
+                startedJobs++;
+                await sleep(config.handlerMs);
+                handled++;
+              },
+              concurrency: config.concurrency,
+              leaseMs: config.leaseMs,
+            }
+          : {
+              handler: async () => {},
+              concurrency: config.concurrency,
+              // null: no prefetch option, the library's adaptive read-ahead.
+              ...(config.prefetch === null ? {} : { prefetch: config.prefetch }),
+            };
     const worker = lh.worker({
       owner: config.owner,
       queues: Object.fromEntries(config.queues.map((name) => [name, queue])),
       ...(config.workerOptions ?? {}),
     });
     worker.on('error', (err) => console.error(`${role}: ${err?.message ?? err}`));
+    if (role === 'working-victim') {
+      // Reports every 10 ms: jobs handled, jobs claimed but not started (the buffer), and the sum
+      // over queues of the read-ahead and bound its last claim was sized with.
+      const sizing = new Map();
+      worker.on('claimed', (queue, info) => sizing.set(queue, info));
+      setInterval(() => {
+        let readAhead = 0;
+        let bound = 0;
+        for (const info of sizing.values()) {
+          readAhead += info.readAhead;
+          bound += info.readAheadBound ?? 0;
+        }
+        const unstarted = worker.counters.claimed - startedJobs;
+        process.send({ type: 'progress', handled, unstarted, readAhead, bound });
+      }, 10).unref();
+    }
     process.on('message', async (message) => {
       if (message.type === 'start') {
+        cpuAtStart = process.cpuUsage();
         await worker.start();
         const listens = config.workerOptions?.listen !== false;
         for (let i = 0; listens && worker.listenerPid === null; i++) {
@@ -59,7 +94,11 @@ process.once('message', async (config) => {
       } else if (message.type === 'stop') {
         await worker.stop();
         await lh.close();
-        process.send({ type: 'stopped', counters: { ...worker.counters } }, () => process.disconnect());
+        const cpu = process.cpuUsage(cpuAtStart ?? undefined);
+        const cpuMs = (cpu.user + cpu.system) / 1000;
+        process.send({ type: 'stopped', counters: { ...worker.counters }, cpuMs }, () =>
+          process.disconnect(),
+        );
       }
     });
     process.send({ type: 'ready' });

@@ -34,6 +34,7 @@ export async function measureProcessing({ systemKey, processes, jobs, ctx, optio
     rawClaimBatch: options.rawClaimBatch,
     leaseholdPrefetch: options.prefetch,
     leaseholdClaimBatchSize: options.claimBatchSize,
+    jobMs: options.jobMs ?? 0,
     run,
     timeoutMs: options.timeoutMs,
   };

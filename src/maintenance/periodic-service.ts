@@ -56,9 +56,14 @@ export abstract class PeriodicService<Result> {
     this.#stopped = true;
   }
 
+  /** How long to wait before the next pass: the interval, jittered by ±25%. */
+  protected nextWaitMs(): number {
+    return this.intervalMs * (0.75 + Math.random() * 0.5);
+  }
+
   #scheduleNext(): void {
     if (this.#stopped) return;
-    const wait = this.intervalMs * (0.75 + Math.random() * 0.5);
+    const wait = this.nextWaitMs();
     this.#timer = setTimeout(() => {
       this.#running = this.runOnce()
         .catch((err: unknown) => {

@@ -1,3 +1,4 @@
+import { type BackoffOptions, resolveBackoff } from '../config.js';
 import type { LeaseholdContext } from '../context.js';
 import { DEFAULT_RECOVERY_LIMIT } from '../defaults.js';
 import { type RecoveryResult, recoveryPass } from '../maintenance/recovery.js';
@@ -10,6 +11,8 @@ export interface RecoverOptions {
   limit?: number;
   /** Leases per statement (1..1000, default 1000), each its own short transaction. */
   batchSize?: number;
+  /** Backoff of the jobs returned to `pending` (default: the client's). */
+  backoff?: BackoffOptions;
 }
 
 /** `lh.recoverExpired`: one recovery pass now (the sweep workers run on a timer), with validated bounds. */
@@ -18,10 +21,15 @@ export async function recoverExpired(
   given?: RecoverOptions,
 ): Promise<RecoveryResult> {
   const options = optionsObject(given);
-  rejectUnknownOptions(options, ['limit', 'batchSize'], 'options');
-  return recoveryPass(context.pool, context.schema, {
-    backoff: context.backoff,
+  rejectUnknownOptions(options, ['limit', 'batchSize', 'backoff'], 'options');
+  const backoff =
+    options.backoff === undefined
+      ? context.backoff
+      : resolveBackoff(options.backoff, 'backoff', context.backoff);
+  const { maxDelayMs: _due, ...moved } = await recoveryPass(context.pool, context.schema, {
+    backoff,
     limit: optionalInt(options.limit, 'limit', 1, Number.MAX_SAFE_INTEGER, DEFAULT_RECOVERY_LIMIT),
     batchSize: optionalInt(options.batchSize, 'batchSize', 1, MAX_BATCH, MAX_BATCH),
   });
+  return moved;
 }

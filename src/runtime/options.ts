@@ -27,9 +27,10 @@ export interface QueueOptions {
   /** Jobs of this queue run at once in this worker (default 10). */
   concurrency?: number;
   /**
-   * Jobs to claim ahead into a local buffer beyond the free slots (default 0). Raises throughput for
-   * short jobs; buffered jobs hold leases while they wait, so keep it well within what the queue
-   * finishes in half a lease. A job that waited longer than that is handed back unstarted.
+   * Jobs to claim ahead into a local buffer beyond the free slots, fixed (0 to 5000). Unset
+   * (default): adaptive, from 0 up to what the queue finishes in a quarter of its lease at the
+   * observed rate (see `src/runtime/claim-sizer.ts`). Buffered jobs hold leases while they wait; a
+   * job that waited longer than half its lease is handed back unstarted.
    */
   prefetch?: number;
   /** Lease length in ms (default 30 s); renewed while the job earns it. */
@@ -66,8 +67,19 @@ export interface WorkerOptions {
   listen?: boolean;
   /** How long `stop()` lets running handlers finish before aborting them (default 10 s). */
   shutdownTimeoutMs?: number;
-  /** Mean interval of the expired-lease recovery sweep (default 1000 ms, jittered); 0 disables it. */
+  /**
+   * Longest wait of the expired-lease recovery sweep (default 1000 ms, jittered); 0 disables it. A
+   * pass comes sooner when a running lease lapses sooner (it reads when the next one does).
+   */
   recoveryIntervalMs?: number;
+  /**
+   * Backoff of the jobs this worker's sweep returns to `pending` (default: a first retry within
+   * 100 ms, or the client's `backoff.baseMs` if smaller, doubling per attempt up to the client's
+   * `maxMs`). A lapsed lease is most often a crashed or stalled worker, not the job's failure, so
+   * the wait is short; it still spreads a crashed worker's jobs and grows for a job that keeps
+   * losing its lease.
+   */
+  recoveryBackoff?: BackoffOptions;
   /**
    * Mean interval of the retention pass (default 60 s, jittered); 0 disables it. Only one process
    * prunes a schema at a time (an advisory lock); retention settings come from the client and queues.
@@ -102,7 +114,8 @@ export interface ResolvedQueue {
   name: string;
   handler: JobHandler;
   concurrency: number;
-  prefetch: number;
+  /** Fixed read-ahead; null when adaptive (the default). */
+  prefetch: number | null;
   leaseMs: number;
   maxRuntimeMs: number;
   renew: RenewPolicy;
@@ -120,6 +133,7 @@ export interface ResolvedWorkerOptions {
   listen: boolean;
   shutdownTimeoutMs: number;
   recoveryIntervalMs: number;
+  recoveryBackoff: Required<BackoffOptions>;
   pruneIntervalMs: number;
   agingPassIntervalMs: number;
   claimBatchSize: number;
@@ -136,6 +150,7 @@ const KNOWN_WORKER_KEYS = [
   'listen',
   'shutdownTimeoutMs',
   'recoveryIntervalMs',
+  'recoveryBackoff',
   'pruneIntervalMs',
   'agingPassIntervalMs',
   'claimBatchSize',
@@ -219,6 +234,10 @@ export function resolveWorkerOptions(
       3_600_000,
       WORKER_DEFAULTS.recoveryIntervalMs,
     ),
+    recoveryBackoff: resolveBackoff(options.recoveryBackoff, 'recoveryBackoff', {
+      baseMs: Math.min(WORKER_DEFAULTS.recoveryBackoffBaseMs, clientBackoff.baseMs),
+      maxMs: clientBackoff.maxMs,
+    }),
     pruneIntervalMs: optionalInt(
       options.pruneIntervalMs,
       'pruneIntervalMs',
@@ -275,7 +294,10 @@ function resolveQueue(
     name,
     handler: queue.handler,
     concurrency: optionalInt(queue.concurrency, `${field}.concurrency`, 1, 1000, WORKER_DEFAULTS.concurrency),
-    prefetch: optionalInt(queue.prefetch, `${field}.prefetch`, 0, 5000, WORKER_DEFAULTS.prefetch),
+    prefetch:
+      queue.prefetch === undefined
+        ? WORKER_DEFAULTS.prefetch
+        : optionalInt(queue.prefetch, `${field}.prefetch`, 0, 5000, 0),
     leaseMs,
     maxRuntimeMs: optionalInt(
       queue.maxRuntimeMs,

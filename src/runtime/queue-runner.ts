@@ -1,4 +1,5 @@
 import type { ClaimedRow } from '../storage/claim.js';
+import { ClaimSizer } from './claim-sizer.js';
 import type { ResolvedQueue } from './options.js';
 import type { OutcomeResult } from './outcome-batcher.js';
 import type { SlotPool } from './slot-pool.js';
@@ -9,8 +10,8 @@ export interface QueueRunnerHost {
   readonly accepting: boolean;
   /** Largest claim batch. */
   readonly claimBatchSize: number;
-  /** Claims up to `limit` jobs of the runner's queue. */
-  claim(config: ResolvedQueue, limit: number): Promise<ClaimedRow[]>;
+  /** Claims up to `limit` jobs of the runner's queue; `sizing` is reported with the claim. */
+  claim(config: ResolvedQueue, limit: number, sizing: ClaimSizing): Promise<ClaimedRow[]>;
   /** True when the queue's last claim came back short from a floor: claim again (from the front) now. */
   frontClaimDue(queue: string): boolean;
   /** Starts a handler for a claimed job; the runner's accounting is already updated. */
@@ -19,6 +20,12 @@ export interface QueueRunnerHost {
   handBack(config: ResolvedQueue, row: ClaimedRow): Promise<OutcomeResult>;
   /** Reports an internal error; the runner retries by itself. */
   reportError(err: unknown): void;
+}
+
+/** The read-ahead a claim was sized with (see ClaimInfo). */
+export interface ClaimSizing {
+  readAhead: number;
+  readAheadBound: number | null;
 }
 
 interface Buffered {
@@ -41,6 +48,11 @@ export class QueueRunner {
   wanted = false;
   /** Claimed jobs waiting for a free slot (only with `prefetch`); their leases are already running. */
   readonly buffer: Buffered[] = [];
+  /**
+   * The adaptive read-ahead when the user set no `prefetch`; null with a fixed prefetch, and in a
+   * shared SlotPool, whose slots already bound what each queue holds.
+   */
+  readonly sizer: ClaimSizer | null;
   #pump: Promise<void> | null = null;
   #pumpScheduled = false;
   #claimFailures = 0;
@@ -50,7 +62,14 @@ export class QueueRunner {
     private readonly host: QueueRunnerHost,
     private readonly pool: SlotPool | null,
   ) {
+    this.sizer =
+      config.prefetch === null && pool === null ? new ClaimSizer(config.leaseMs, config.concurrency) : null;
     pool?.register(this);
+  }
+
+  /** Jobs this queue may claim ahead of its free slots now: the fixed `prefetch`, or the adaptive one. */
+  get prefetch(): number {
+    return this.config.prefetch ?? this.sizer?.readAhead() ?? 0;
   }
 
   /** Slots this queue holds against a shared pool: running, awaiting an answer, or buffered. */
@@ -95,6 +114,7 @@ export class QueueRunner {
 
   /** A handler returned or threw; its outcome write is now in flight. */
   handlerSettled(): void {
+    this.sizer?.settled();
     this.active--;
     this.awaiting++;
     this.#afterSlotChange();
@@ -115,6 +135,7 @@ export class QueueRunner {
 
   async #run(): Promise<void> {
     while (this.host.accepting && this.wanted) {
+      this.sizer?.claiming(this.buffer.length);
       const room = this.claimRoom();
       if (room <= 0) return; // a freed slot or an answered write schedules the next claim
       this.wanted = false;
@@ -123,7 +144,10 @@ export class QueueRunner {
       let rows: ClaimedRow[];
       this.pool?.reserve(this, limit);
       try {
-        rows = await this.host.claim(this.config, limit);
+        rows = await this.host.claim(this.config, limit, {
+          readAhead: this.prefetch,
+          readAheadBound: this.sizer?.bound() ?? null,
+        });
         this.#claimFailures = 0;
       } catch (err) {
         this.pool?.release(this, limit);
@@ -145,14 +169,15 @@ export class QueueRunner {
   }
 
   /**
-   * How many jobs to claim now. Without prefetch, only for free slots, and a slot is free only once
+   * How many jobs to claim now (`prefetch` is the fixed or the adaptive one). Without prefetch, only for free slots, and a slot is free only once
    * its last outcome write was answered. With prefetch, the running and buffered jobs stay within
    * concurrency + prefetch, and writes in flight may add as many again: so the next claim overlaps
    * the previous batch's completion instead of waiting for it. Claims wait until a quarter of the
    * allowance is free, so they stay large. A shared pool caps the result by this queue's share.
    */
   claimRoom(): number {
-    const { concurrency, prefetch } = this.config;
+    const { concurrency } = this.config;
+    const prefetch = this.prefetch;
     let room: number;
     if (prefetch === 0) room = concurrency - this.active - this.awaiting;
     else {
@@ -174,13 +199,15 @@ export class QueueRunner {
     const { config } = this;
     let started = 0;
     if (!this.host.accepting) return;
-    const slotsHeldUntilAnswered = config.prefetch === 0;
+    const slotsHeldUntilAnswered = this.prefetch === 0;
     while (
       this.active + (slotsHeldUntilAnswered ? this.awaiting : 0) < config.concurrency &&
       started < this.buffer.length
     ) {
       const next = this.buffer[started++] as Buffered;
-      if (performance.now() - next.claimSentAt > config.leaseMs / 2) {
+      const waitedMs = performance.now() - next.claimSentAt;
+      this.sizer?.started(waitedMs);
+      if (waitedMs > config.leaseMs / 2) {
         void this.host.handBack(config, next.row);
       } else {
         this.jobStarted();
@@ -188,6 +215,14 @@ export class QueueRunner {
       }
     }
     if (started > 0) this.buffer.splice(0, started);
+    // A free slot, nothing buffered, and more work expected: the read-ahead was too small.
+    if (
+      this.sizer &&
+      this.buffer.length === 0 &&
+      this.active < config.concurrency &&
+      (this.wanted || this.#pump)
+    )
+      this.sizer.starved();
   }
 }
 

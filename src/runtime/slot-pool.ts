@@ -4,7 +4,9 @@ export interface SlotHolder {
   readonly held: number;
   /** Whether the queue may have pending work. */
   readonly wanted: boolean;
-  readonly config: { readonly concurrency: number; readonly prefetch: number; readonly weight: number };
+  readonly config: { readonly concurrency: number; readonly weight: number };
+  /** Jobs the queue may claim ahead of its free slots now (its fixed prefetch; pooled queues never adapt). */
+  readonly prefetch: number;
   /** Asks the queue to claim again soon. */
   schedulePump(): void;
 }
@@ -60,7 +62,7 @@ export class SlotPool {
       let bestLoad = Number.POSITIVE_INFINITY;
       for (const r of competing) {
         const h = held.get(r) as number;
-        if (h >= r.config.concurrency + r.config.prefetch) continue;
+        if (h >= r.config.concurrency + r.prefetch) continue;
         const load = h / r.config.weight;
         if (load < bestLoad) {
           best = r;

@@ -6,6 +6,16 @@ export interface ClaimInfo {
   durationMs: number;
   /** Per claimed job: how long it had been claimable (since enqueue, schedule or backoff) when claimed, in ms. */
   waitMs: number[];
+  /**
+   * Jobs the queue could hold claimed but unstarted after this claim: its fixed `prefetch`, or the
+   * adaptive read-ahead when none is set.
+   */
+  readAhead: number;
+  /**
+   * The adaptive read-ahead's bound when the claim was sent (observed completions per second ×
+   * lease × 1/4, see claim-sizer.ts); null with a fixed `prefetch` or shared `slots`.
+   */
+  readAheadBound: number | null;
 }
 
 /** What a worker reports about one batched outcome statement (the `flushed` event). */

@@ -1,12 +1,13 @@
 import { type AgingResult, AgingService } from '../maintenance/aging.js';
-import { type RecoveryResult, RecoveryService } from '../maintenance/recovery.js';
+import { type RecoveryResult, RecoveryService, SWEEP_BATCHES } from '../maintenance/recovery.js';
 import { type PruneResult, RetentionService } from '../maintenance/retention.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import type { WorkerContext } from './worker-context.js';
 
 /** What the worker does with the maintenance services' results. */
 export interface MaintenanceHooks {
-  recovered(result: RecoveryResult): void;
+  /** A pass moved leases; `dueInMs`: when the last job it returned to pending becomes claimable. */
+  recovered(result: RecoveryResult, dueInMs: number): void;
   pruned(result: PruneResult): void;
   aged(result: AgingResult): void;
   error(err: unknown): void;
@@ -27,8 +28,11 @@ export class WorkerMaintenance {
         new RecoveryService({
           ...base,
           intervalMs: options.recoveryIntervalMs,
-          backoff: context.backoff,
-          onRecovered: (result) => hooks.recovered(result),
+          backoff: options.recoveryBackoff,
+          batchSize: SWEEP_BATCHES.first,
+          largestBatch: SWEEP_BATCHES.largest,
+          followLapses: true,
+          onRecovered: (result, dueInMs) => hooks.recovered(result, dueInMs),
         }),
       );
     }

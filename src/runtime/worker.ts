@@ -100,11 +100,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       error: reportError,
     });
     this.#maintenance = new WorkerMaintenance(ctx, this.#options, {
-      recovered: (result) => {
+      recovered: (result, dueInMs) => {
         this.counters.recovered += result.retried + result.dead;
         this.emit('recovered', result);
-        // Recovered jobs may be claimable soon; the poll picks up those still in backoff.
+        // Recovered jobs are claimable now or after their (short) backoff: wake now, and again once
+        // the last is due, instead of leaving those still in backoff to the next poll.
         this.#wakeAll();
+        if (dueInMs > 0) setTimeout(() => this.#wakeAll(), dueInMs + 1).unref();
       },
       pruned: (result) => this.emit('pruned', result),
       aged: (result) => {
@@ -248,7 +250,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         return worker.#state === 'running';
       },
       claimBatchSize: this.#options.claimBatchSize,
-      claim: async (config, limit) => {
+      claim: async (config, limit, sizing) => {
         const sentAt = performance.now();
         const { rows, traceparents } = await traceClaim(
           { db: this.#context.pool, schema: this.#context.schema, queue: config.name },
@@ -263,6 +265,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
             jobs: rows.length,
             durationMs: performance.now() - sentAt,
             waitMs,
+            ...sizing,
           });
         }
         return rows;

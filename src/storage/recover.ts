@@ -11,7 +11,9 @@ import { keySlotsReleaseCte } from './key-slots.js';
  * Appends a `lease_expired` event per job (the claim it ends, and whether it retries or died), in
  * the same statement, and gives back the per-key concurrency slot a run held. Notifies ($4) every
  * queue that got jobs back to `pending`, as an enqueue does, so idle listening workers claim them
- * at commit instead of at their next poll (the sweeping worker may serve none of those queues).
+ * at commit instead of at their next poll (the sweeping worker may serve none of those queues);
+ * returns the longest backoff it gave, so the sweeping worker can wake its queues again when the
+ * last of them is due.
  * The update checks `status::text`, not `status`: the partial index's predicate then cannot match,
  * so `expired` drives primary-key lookups. Otherwise, with statistics gathered while the leases
  * were live (the usual case right after a crash), the planner expected one expired row, drove the
@@ -69,21 +71,46 @@ const JobRecoverExpired = defineStatement(
   )
   SELECT count(*) FILTER (WHERE status = 'pending')::int AS retried,
          count(*) FILTER (WHERE status = 'dead')::int AS dead,
-         (SELECT count(*) FROM woken)::int AS woken
+         (SELECT count(*) FROM woken)::int AS woken,
+         coalesce(max(delay_ms), 0)::float8 AS max_delay_ms
   FROM moved`,
 );
 
-/** Recovers one bounded batch of expired leases. */
+/** Recovers one bounded batch of expired leases; `maxDelayMs` is the longest backoff given. */
 export async function recoverExpiredLeases(
   db: Queryable,
   schema: string,
   params: { limit: number; baseMs: number; maxMs: number },
-): Promise<{ retried: number; dead: number }> {
-  const rows = await run<{ retried: number; dead: number }>(db, JobRecoverExpired(schema), [
-    params.limit,
-    params.baseMs,
-    params.maxMs,
-    wakeupChannel(schema),
-  ]);
-  return { retried: rows[0]?.retried ?? 0, dead: rows[0]?.dead ?? 0 };
+): Promise<{ retried: number; dead: number; maxDelayMs: number }> {
+  const rows = await run<{ retried: number; dead: number; max_delay_ms: number }>(
+    db,
+    JobRecoverExpired(schema),
+    [params.limit, params.baseMs, params.maxMs, wakeupChannel(schema)],
+  );
+  return {
+    retried: rows[0]?.retried ?? 0,
+    dead: rows[0]?.dead ?? 0,
+    maxDelayMs: Number(rows[0]?.max_delay_ms ?? 0),
+  };
+}
+
+/**
+ * LeaseNextExpiry: reads nothing but the time, in ms from now (database time), until the earliest
+ * running lease that has not lapsed yet lapses; null when no lease is running. The recovery sweep
+ * sleeps until then (within its interval), so a dead worker's leases are swept as they lapse, not
+ * up to an interval later. No lock; the first entry of jobs_expired_lease_idx past now().
+ */
+const LeaseNextExpiry = defineStatement(
+  'lease_next_expiry',
+  (s) => `
+  SELECT extract(epoch FROM min(lease_expires_at) - now()) * 1000 AS ms
+  FROM ${s}.jobs
+  WHERE status = 'running' AND lease_expires_at > now()`,
+);
+
+/** Milliseconds until the earliest unlapsed running lease lapses (database time); null when none runs. */
+export async function msUntilNextLeaseExpiry(db: Queryable, schema: string): Promise<number | null> {
+  const rows = await run<{ ms: string | number | null }>(db, LeaseNextExpiry(schema), []);
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? null : Number(ms);
 }

@@ -55,12 +55,16 @@ export function teardown(ctx) {
   return dropLeasehold(ctx.admin);
 }
 
-/** `prefetch` > 0 claims that many jobs ahead of free slots (the library's default is 0). */
+/**
+ * `prefetch` > 0 claims that many jobs ahead of free slots (unset: the library's adaptive default);
+ * `jobMs` > 0 makes each handler wait that long.
+ */
 export async function prepareWorker({
   connectionString,
   concurrency,
   prefetch = 0,
   leaseholdClaimBatchSize = 0,
+  jobMs = 0,
   onHandled,
   onError,
 }) {
@@ -70,9 +74,15 @@ export async function prepareWorker({
     ...(leaseholdClaimBatchSize > 0 ? { claimBatchSize: leaseholdClaimBatchSize } : {}),
     queues: {
       [LEASEHOLD_QUEUE]: {
-        handler: async () => {
-          onHandled(1);
-        },
+        handler:
+          jobMs > 0
+            ? async () => {
+                await new Promise((resolve) => setTimeout(resolve, jobMs));
+                onHandled(1);
+              }
+            : async () => {
+                onHandled(1);
+              },
         concurrency,
         // Passed only when asked for, so the bench still runs a library without the option.
         ...(prefetch > 0 ? { prefetch } : {}),
