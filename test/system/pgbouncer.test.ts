@@ -1,9 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isLeaseholdError, Leasehold } from '../src/index.js';
-import { prunePass, RetentionService } from '../src/maintenance/retention.js';
-import { poolerDefaults } from '../src/pooler-env.js';
-import { tryMaintenanceLock } from '../src/storage/maintenance-lock.js';
+import { isLeaseholdError, Leasehold } from '../../src/index.js';
+import { prunePass, RetentionService } from '../../src/maintenance/retention.js';
+import { poolerDefaults } from '../../src/pooler-env.js';
+import { tryMaintenanceLock } from '../../src/storage/maintenance-lock.js';
 import {
   countByStatus,
   directDatabaseUrl,
@@ -11,9 +11,9 @@ import {
   testPool,
   uniqueSchema,
   waitFor,
-} from './support/db.js';
-import { startPgBouncer, type TestBouncer } from './support/pgbouncer.js';
-import { deferred, started } from './support/worker.js';
+} from '../support/db.js';
+import { startPgBouncer, type TestBouncer } from '../support/pgbouncer.js';
+import { deferred, started } from '../support/worker.js';
 
 // A PgBouncer of this file's own, in transaction mode with ONE server connection: every client
 // shares it, so any session state one of them left behind (a prepared statement, a session lock,
