@@ -17,6 +17,7 @@ export { startEmbeddedPostgres } from './embedded.js';
 export type { LeaseholdErrorCode } from './errors.js';
 export {
   DatabaseError,
+  EmbeddedPostgresError,
   isLeaseholdError,
   JobNotFoundError,
   JobStateError,
