@@ -13,6 +13,7 @@ import { describeError } from './error-details.js';
 import { failureWrite, timeoutWrite } from './failure-outcome.js';
 import { type AbortReason, ActiveJob } from './job-context.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { describeLeaseLoss, type LeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
 import { WakeupListener } from './listener.js';
 import {
   type ResolvedQueue,
@@ -56,6 +57,11 @@ export interface WorkerEventMap {
   aborted: [job: ActiveJob, reason: AbortReason];
   /** A handler kept running after its signal was aborted; its slot stays taken until it returns. */
   stuck: [job: ActiveJob];
+  /**
+   * A run lost its lease (or passed its maximum runtime): once per run, with a message naming the
+   * job and what to change. Without a listener or a `logger`, it goes to `process.emitWarning`.
+   */
+  leaseLost: [job: ActiveJob, loss: LeaseLoss];
   /** The recovery sweep moved expired leases. */
   recovered: [result: RecoveryResult];
   /** A fairness pass raised long-waiting jobs' priority or repaired ordering keys. */
@@ -391,6 +397,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   #onAborted(job: ActiveJob, reason: AbortReason): void {
     this.emit('aborted', job, reason);
+    if (reason !== 'shutdown') this.#reportLoss(job, reason);
     if (reason !== 'max-runtime' || job.reported) return;
     // Past its maximum runtime, the run is recorded as a retryable time-out at once, while the
     // lease is still ours; the handler's slot stays taken until it returns.
@@ -418,9 +425,24 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         break;
       case 'lost':
         this.counters.lost++;
+        this.#reportLoss(job, lossReasonOf(job));
         break;
     }
     this.emit('outcome', job, result, detail);
+  }
+
+  // Says once per run, loudly, that its lease was lost, with the job id and what to change.
+  #reportLoss(job: ActiveJob, reason: LeaseLossReason): void {
+    const config = this.#queues.get(job.queue)?.config;
+    if (job.lossReported || !config) return;
+    job.lossReported = true;
+    const loss = describeLeaseLoss(job, config, reason, this.#keeper.timerLateMs());
+    if (this.listenerCount('leaseLost') > 0) this.emit('leaseLost', job, loss);
+    else
+      process.emitWarning(`leasehold: ${loss.message}`, {
+        type: 'LeaseholdWarning',
+        code: 'LEASEHOLD_LEASE_LOST',
+      });
   }
 
   #reportError(err: unknown): void {
