@@ -25,8 +25,8 @@ function warnings(): { logger: Logger; warned: { obj: Record<string, unknown>; m
 
 describe('renewal under the worker defaults', () => {
   it('a handler that runs past several lease lengths without progress() succeeds exactly once', async () => {
-    // The defaults but a 1 s lease: 3.5 lease lengths. test/slow/ runs 90 s under the real 30 s lease.
-    await expectLongHandlerSucceedsOnce({ runMs: 3500, leaseMs: 1000 });
+    // The defaults but a 2 s lease: three lease lengths. test/slow/ runs 90 s under the real 30 s lease.
+    await expectLongHandlerSucceedsOnce({ runMs: 6000, leaseMs: 2000 });
   });
 
   it('a handler that blocks its event loop past its lease is reported once, loudly, and its result fenced off', async () => {
@@ -89,9 +89,10 @@ describe('renewal under the worker defaults', () => {
       pollIntervalMs: 50,
       queues: {
         hanging: {
-          // Defaults otherwise: renewed while it runs, so only the runtime cap can end it.
-          leaseMs: 500,
-          maxRuntimeMs: 800,
+          // Defaults otherwise: renewed while it runs, so only the runtime cap can end it (well
+          // before its lease could lapse, even if no renewal got through under load).
+          leaseMs: 2000,
+          maxRuntimeMs: 1000,
           concurrency: 1,
           handler: async () => {
             runs++;
