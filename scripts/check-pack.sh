@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Proves the package works as users install it: pack it, install the tarball into an empty
-# project, import it with plain Node ESM, and type-check a consumer against its declarations.
+# project inside a folder only its owner may enter (mode 0700, like /root or a `mktemp -d`
+# checkout), import it with plain Node ESM, start the embedded PostgreSQL from there and run a job
+# (as root, the server runs as the `postgres` user, which cannot enter that folder), check that what
+# cannot work fails with a typed error, and type-check a consumer against its declarations.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
+chmod 700 "$work"
 trap 'rm -rf "$work"' EXIT
 
 cd "$root"
 tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
-cd "$work"
+mkdir "$work/app"
+cd "$work/app"
 npm init -y >/dev/null
 npm pkg set type=module >/dev/null
-npm install --silent --no-audit --no-fund "./$tarball" >/dev/null
+npm install --silent --no-audit --no-fund "../$tarball" >/dev/null
 
 cat > consumer.mjs <<'JS'
 import { Leasehold, ValidationError, PermanentError, startEmbeddedPostgres } from 'leasehold';
@@ -24,6 +29,41 @@ if (new PermanentError('x').leaseholdOutcome !== 'permanent') throw new Error('P
 console.log('import ok');
 JS
 node consumer.mjs
+
+cat > embedded.mjs <<'JS'
+import { Leasehold, startEmbeddedPostgres } from 'leasehold';
+const server = await startEmbeddedPostgres();
+const lh = new Leasehold({ connectionString: server.connectionString });
+try {
+  await lh.migrate();
+  await lh.enqueue('hello', { n: 1 });
+  let done;
+  const finished = new Promise((resolve) => { done = resolve; });
+  const worker = lh.worker({ queues: { hello: { handler: async (job) => done(job.payload) } } });
+  await worker.start();
+  const payload = await finished;
+  await worker.stop();
+  if (payload?.n !== 1) throw new Error('the job did not run');
+} finally {
+  await lh.close();
+  await server.stop();
+}
+console.log(`embedded ok (${process.getuid?.() === 0 ? 'as root, server as postgres' : 'as this user'})`);
+JS
+node embedded.mjs
+
+if [ "$(id -u)" = 0 ]; then
+  # Nowhere to copy the binaries to that the server's user can reach: a typed error, not a crash.
+  mkdir -m 700 "$work/closed"
+  cat > refused.mjs <<'JS'
+import { isLeaseholdError, startEmbeddedPostgres } from 'leasehold';
+const err = await startEmbeddedPostgres().then((s) => s.stop().then(() => null), (e) => e);
+if (!isLeaseholdError(err, 'EMBEDDED_POSTGRES') || !/LEASEHOLD_EMBEDDED_PG_CACHE/.test(err.message))
+  throw new Error(`expected an EmbeddedPostgresError, got ${err}`);
+console.log('refused ok');
+JS
+  LEASEHOLD_EMBEDDED_PG_CACHE="$work/closed/cache" node refused.mjs
+fi
 
 cat > consumer.ts <<'TS'
 import { Leasehold, type JobContext, type Lease } from 'leasehold';

@@ -58,7 +58,8 @@ export const WORKER_DEFAULTS = {
   prefetch: null as number | null,
   leaseMs: DEFAULT_LEASE_MS,
   maxRuntimeMs: 15 * 60_000,
-  renew: 'progress' as 'progress' | 'alive',
+  // Renew while the handler runs: a healthy long handler is not killed by surprise (issue 13).
+  renew: 'alive' as 'progress' | 'alive',
   unknownErrorAttempts: 3,
   weight: 1,
   pollIntervalMs: 1000,

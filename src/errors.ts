@@ -12,7 +12,8 @@ export type LeaseholdErrorCode =
   | 'LEASE_LOST'
   | 'WORKER_STATE'
   | 'JOB_NOT_FOUND'
-  | 'JOB_STATE';
+  | 'JOB_STATE'
+  | 'EMBEDDED_POSTGRES';
 
 /** Base class of every error Leasehold raises. */
 export class LeaseholdError extends Error {
@@ -124,6 +125,18 @@ export class JobStateError extends LeaseholdError {
   }
 }
 
+/**
+ * `startEmbeddedPostgres` could not start its server (no binaries for this platform, a folder the
+ * server's user cannot reach, initdb or the server refusing to start); the message says why and
+ * what to do. Nothing is left running.
+ */
+export class EmbeddedPostgresError extends LeaseholdError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('EMBEDDED_POSTGRES', message, options);
+    this.name = 'EmbeddedPostgresError';
+  }
+}
+
 /** True when `err` is a Leasehold error, optionally of the given code. Works across package copies. */
 export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err is LeaseholdError {
   if (typeof err !== 'object' || err === null) return false;
@@ -137,6 +150,7 @@ export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err i
     'WORKER_STATE',
     'JOB_NOT_FOUND',
     'JOB_STATE',
+    'EMBEDDED_POSTGRES',
   ];
   if (typeof candidate.code !== 'string' || !known.includes(candidate.code)) return false;
   return code === undefined || candidate.code === code;

@@ -20,6 +20,7 @@ export { startEmbeddedPostgres } from './embedded.js';
 export type { LeaseholdErrorCode } from './errors.js';
 export {
   DatabaseError,
+  EmbeddedPostgresError,
   isLeaseholdError,
   JobNotFoundError,
   JobStateError,
@@ -61,6 +62,7 @@ export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { AbortReason, JobContext } from './runtime/job-context.js';
 export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } from './runtime/job-errors.js';
+export type { LeaseLoss, LeaseLossReason } from './runtime/lease-loss.js';
 export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions } from './runtime/options.js';
 export { WORKER_DEFAULTS } from './runtime/options.js';
 export type { OutcomeResult } from './runtime/outcome-batcher.js';

@@ -16,9 +16,9 @@ export interface Logger {
 const MAX_LOGGED_MESSAGE = 300;
 
 /**
- * Logs a worker's events as structured lines: completions at debug, retries and recoveries at info,
- * deaths, lost leases and aborts at warn, stuck handlers, stalled statements and internal errors at
- * error. Lines carry
+ * Logs a worker's events as structured lines: completions at debug, retries, recoveries, aborts
+ * and dropped outcomes at info, deaths and lost leases at warn (a lost lease once per run, saying
+ * what to change), stuck handlers, stalled statements and internal errors at error. Lines carry
  * the queue, job id, attempt, outcome and error code, never the payload, and error messages are
  * cut at 300 characters. Returns a function that stops logging.
  */
@@ -37,12 +37,25 @@ export function logWorkerEvents(worker: WorkerEventSource, logger: Logger): () =
     if (result === 'completed' || result === 'snoozed') logger.debug(fields, 'leasehold: job finished');
     else if (result === 'retry') logger.info(fields, 'leasehold: job failed, will retry');
     else if (result === 'dead') logger.warn(fields, 'leasehold: job dead');
-    else logger.warn(fields, 'leasehold: outcome refused, the lease was lost');
+    // The run's lost lease was already logged at warn, once, by onLeaseLost.
+    else logger.info(fields, 'leasehold: outcome not recorded, the lease was lost');
   };
   const onAborted: Parameters<typeof worker.on<'aborted'>>[1] = (job, reason) =>
-    logger.warn(
+    logger.info(
       { owner, queue: job.queue, jobId: job.id, attempt: job.attempt, reason },
       'leasehold: job aborted',
+    );
+  const onLeaseLost: Parameters<typeof worker.on<'leaseLost'>>[1] = (job, loss) =>
+    logger.warn(
+      {
+        owner,
+        queue: job.queue,
+        jobId: job.id,
+        attempt: job.attempt,
+        reason: loss.reason,
+        timerLateMs: loss.timerLateMs,
+      },
+      `leasehold: ${loss.message}`,
     );
   const onStuck: Parameters<typeof worker.on<'stuck'>>[1] = (job) =>
     logger.error(
@@ -71,6 +84,7 @@ export function logWorkerEvents(worker: WorkerEventSource, logger: Logger): () =
   worker.on('outcome', onOutcome);
   worker.on('aborted', onAborted);
   worker.on('stuck', onStuck);
+  worker.on('leaseLost', onLeaseLost);
   worker.on('recovered', onRecovered);
   worker.on('stalled', onStalled);
   worker.on('error', onError);
@@ -78,6 +92,7 @@ export function logWorkerEvents(worker: WorkerEventSource, logger: Logger): () =
     worker.off('outcome', onOutcome);
     worker.off('aborted', onAborted);
     worker.off('stuck', onStuck);
+    worker.off('leaseLost', onLeaseLost);
     worker.off('recovered', onRecovered);
     worker.off('stalled', onStalled);
     worker.off('error', onError);

@@ -83,6 +83,8 @@ export class ActiveJob implements JobContext {
   settled = false;
   /** The worker already reported this job as stuck. */
   stuckReported = false;
+  /** The worker already reported this run's lost lease (once per run). */
+  lossReported = false;
 
   // An own property rather than a method, so the context spreads like the plain data it is.
   readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;

@@ -28,6 +28,9 @@ export class LeaseKeeper {
   readonly #tickMs: number;
   #timer: NodeJS.Timeout | null = null;
   #renewing = false;
+  // When the last tick ran, and how late it was: a late tick means a blocked event loop.
+  #lastTickAt = 0;
+  #lastTickLateMs = 0;
 
   constructor(
     private readonly db: Queryable,
@@ -48,6 +51,8 @@ export class LeaseKeeper {
   track(job: ActiveJob, queue: ResolvedQueue): void {
     this.#jobs.set(job, { job, queue });
     if (!this.#timer) {
+      this.#lastTickAt = performance.now();
+      this.#lastTickLateMs = 0;
       this.#timer = setInterval(() => this.#tick(), this.#tickMs);
       this.#timer.unref();
     }
@@ -65,8 +70,20 @@ export class LeaseKeeper {
     this.#timer = null;
   }
 
+  /**
+   * How late the keeper's timer is running, in ms: the lateness of its last tick, or how overdue
+   * the next one is, whichever is larger. A large value means the event loop was blocked.
+   */
+  timerLateMs(): number {
+    if (!this.#timer) return 0;
+    const overdue = performance.now() - this.#lastTickAt - this.#tickMs;
+    return Math.max(0, this.#lastTickLateMs, overdue);
+  }
+
   #tick(): void {
     const now = performance.now();
+    this.#lastTickLateMs = Math.max(0, now - this.#lastTickAt - this.#tickMs);
+    this.#lastTickAt = now;
     const due: { job: ActiveJob; queue: ResolvedQueue }[] = [];
     for (const entry of this.#jobs.values()) {
       const { job, queue } = entry;

@@ -33,11 +33,18 @@ export interface QueueOptions {
    * job that waited longer than half its lease is handed back unstarted.
    */
   prefetch?: number;
-  /** Lease length in ms (default 30 s); renewed while the job earns it. */
+  /** Lease length in ms (default 30 s); renewed while the job earns it (see `renew`). */
   leaseMs?: number;
-  /** Longest a single run may take, whatever its renewals (default 15 min). */
+  /**
+   * Longest a single run may take, whatever its renewals (default 15 min, pg-boss's default
+   * expiry): the bound on how long a handler that hangs without blocking keeps its job.
+   */
   maxRuntimeMs?: number;
-  /** `progress` (default): renew only after `job.progress()`; `alive`: renew while the handler runs. */
+  /**
+   * `alive` (default): renew while the handler's promise is pending, up to `maxRuntimeMs`;
+   * `progress` (stricter): renew only after `job.progress()`, so a handler stuck in an endless
+   * await loses its lease within one lease length.
+   */
   renew?: RenewPolicy;
   /** Caps the attempts of this queue's jobs below what each job allows. */
   maxAttempts?: number;

@@ -4,6 +4,7 @@ import type { AgingResult } from '../maintenance/aging.js';
 import type { RecoveryResult } from '../maintenance/recovery.js';
 import type { PruneResult } from '../maintenance/retention.js';
 import type { AbortReason, ActiveJob } from './job-context.js';
+import type { LeaseLoss } from './lease-loss.js';
 import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js';
 
 /**
@@ -42,6 +43,11 @@ export interface WorkerEventMap {
   aborted: [job: ActiveJob, reason: AbortReason];
   /** A handler kept running after its signal was aborted; its slot stays taken until it returns. */
   stuck: [job: ActiveJob];
+  /**
+   * A run lost its lease (or passed its maximum runtime): once per run, with a message naming the
+   * job and what to change. Without a listener or a `logger`, it goes to `process.emitWarning`.
+   */
+  leaseLost: [job: ActiveJob, loss: LeaseLoss];
   /** The recovery sweep moved expired leases. */
   recovered: [result: RecoveryResult];
   /** A fairness pass raised long-waiting jobs' priority or repaired ordering keys. */
@@ -70,4 +76,25 @@ export interface WorkerEventSource extends EventEmitter<WorkerEventMap> {
 /** A fresh set of counters, all zero. */
 export function zeroCounters(): WorkerCounters {
   return { claimed: 0, completed: 0, retried: 0, dead: 0, snoozed: 0, lost: 0, stuck: 0, recovered: 0 };
+}
+
+/** Adds one accepted (or lost) outcome to a worker's running totals. */
+export function countOutcome(counters: WorkerCounters, result: OutcomeResult): void {
+  switch (result) {
+    case 'completed':
+      counters.completed++;
+      break;
+    case 'retry':
+      counters.retried++;
+      break;
+    case 'dead':
+      counters.dead++;
+      break;
+    case 'snoozed':
+      counters.snoozed++;
+      break;
+    case 'lost':
+      counters.lost++;
+      break;
+  }
 }

@@ -12,6 +12,7 @@ import { describeError, type ErrorDetails } from './error-details.js';
 import { failureWrite, timeoutWrite } from './failure-outcome.js';
 import { type AbortReason, ActiveJob } from './job-context.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { describeLeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
 import { WakeupListener } from './listener.js';
 import {
   type ResolvedQueue,
@@ -26,7 +27,7 @@ import { StallWatch } from './stall-watch.js';
 import { stopOnSignals } from './stop-signals.js';
 import type { OutcomeDetail } from './telemetry-events.js';
 import type { WorkerContext } from './worker-context.js';
-import { type WorkerCounters, type WorkerEventMap, zeroCounters } from './worker-events.js';
+import { countOutcome, type WorkerCounters, type WorkerEventMap, zeroCounters } from './worker-events.js';
 import { WorkerMaintenance } from './worker-maintenance.js';
 
 export type { WorkerOptions } from './options.js';
@@ -361,6 +362,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   #onAborted(job: ActiveJob, reason: AbortReason): void {
     this.emit('aborted', job, reason);
+    if (reason !== 'shutdown') this.#reportLoss(job, reason);
     if (reason !== 'max-runtime' || job.reported) return;
     // Past its maximum runtime, the run is recorded as a retryable time-out at once, while the
     // lease is still ours; the handler's slot stays taken until it returns.
@@ -373,24 +375,23 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   }
 
   #count(job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail = {}): void {
-    switch (result) {
-      case 'completed':
-        this.counters.completed++;
-        break;
-      case 'retry':
-        this.counters.retried++;
-        break;
-      case 'dead':
-        this.counters.dead++;
-        break;
-      case 'snoozed':
-        this.counters.snoozed++;
-        break;
-      case 'lost':
-        this.counters.lost++;
-        break;
-    }
+    countOutcome(this.counters, result);
+    if (result === 'lost') this.#reportLoss(job, lossReasonOf(job));
     this.emit('outcome', job, result, detail);
+  }
+
+  // Says once per run, loudly, that its lease was lost, with the job id and what to change.
+  #reportLoss(job: ActiveJob, reason: LeaseLossReason): void {
+    const config = this.#queues.get(job.queue)?.config;
+    if (job.lossReported || !config) return;
+    job.lossReported = true;
+    const loss = describeLeaseLoss(job, config, reason, this.#keeper.timerLateMs());
+    if (this.listenerCount('leaseLost') > 0) this.emit('leaseLost', job, loss);
+    else
+      process.emitWarning(`leasehold: ${loss.message}`, {
+        type: 'LeaseholdWarning',
+        code: 'LEASEHOLD_LEASE_LOST',
+      });
   }
 
   #reportError(err: unknown): void {

@@ -1,14 +1,15 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import shippedChromium from '@sparticuz/chromium';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Dashboard, type Leasehold, startDashboard } from '../../src/index.js';
 import { migratedClient, testPool, waitFor } from '../support/db.js';
 import { started } from '../support/worker.js';
 
-// Debian's chromium, as CI installs it (.ci/run). Its absence fails this file: a browser test that
-// quietly skips proves nothing.
-const CHROMIUM = '/usr/bin/chromium';
+// The Chromium build shipped inside the @sparticuz/chromium npm package (a dev dependency, unpacked
+// to the temporary folder on first use), so `npm test` needs no system browser. If it cannot be
+// unpacked or launched, this file fails: a browser test that quietly skips proves nothing.
 const root = fileURLToPath(new URL('../..', import.meta.url));
 // Screenshots go to .tmp/ on every run, and to docs/ (for the README) with LEASEHOLD_SCREENSHOTS=docs.
 const shotsDir = process.env.LEASEHOLD_SCREENSHOTS === 'docs' ? `${root}docs` : `${root}.tmp/screenshots`;
@@ -18,10 +19,9 @@ let dashboard: Dashboard | null = null;
 let lh: Leasehold;
 
 beforeAll(async () => {
-  expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium`).toBe(true);
   mkdirSync(shotsDir, { recursive: true });
   browser = await chromium.launch({
-    executablePath: CHROMIUM,
+    executablePath: await shippedChromium.executablePath(),
     args: [
       '--headless',
       '--no-sandbox',

@@ -3,7 +3,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { DatabaseError, isLeaseholdError, Leasehold, startEmbeddedPostgres } from '../../src/index.js';
+import {
+  DatabaseError,
+  EmbeddedPostgresError,
+  isLeaseholdError,
+  Leasehold,
+  startEmbeddedPostgres,
+} from '../../src/index.js';
 
 describe('embedded PostgreSQL', () => {
   it('starts a real server, leaves the process signal handlers alone, and removes everything on stop', async () => {
@@ -53,6 +59,27 @@ describe('embedded PostgreSQL', () => {
       );
     });
     expect(code).toBe(3);
+  });
+
+  it('a server that cannot start rejects at once with an EmbeddedPostgresError saying why, not an unhandled event', async () => {
+    const bad = await startEmbeddedPostgres({ settings: { shared_buffers: 'lots' } }).catch(
+      (e: unknown) => e,
+    );
+    expect(bad).toBeInstanceOf(EmbeddedPostgresError);
+    expect(isLeaseholdError(bad, 'EMBEDDED_POSTGRES')).toBe(true);
+    expect((bad as Error).message).toMatch(
+      /exited while starting.*invalid value for parameter "shared_buffers"/,
+    );
+    expect((bad as Error).message).not.toContain('\n');
+    // A port already taken by another server.
+    const first = await startEmbeddedPostgres();
+    try {
+      const taken = await startEmbeddedPostgres({ port: first.port }).catch((e: unknown) => e);
+      expect(isLeaseholdError(taken, 'EMBEDDED_POSTGRES')).toBe(true);
+      expect((taken as Error).message).toMatch(new RegExp(`If the port \\(${first.port}\\) is taken`));
+    } finally {
+      await first.stop();
+    }
   });
 
   it('migrate() against an unreachable server rejects with a DatabaseError', async () => {

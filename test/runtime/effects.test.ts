@@ -230,6 +230,8 @@ describe('a worker that reclaims its own job', () => {
         again: {
           concurrency: 2,
           leaseMs: 300,
+          // No renewals to be refused: the earlier run can only end at its own deadline.
+          renew: 'progress',
           handler: async (job) => {
             if (++runs > 1) return;
             await new Promise<void>((resolve) => job.signal.addEventListener('abort', () => resolve()));

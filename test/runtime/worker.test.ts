@@ -313,6 +313,7 @@ describe('worker', () => {
       queues: {
         progress: {
           leaseMs: 1000,
+          renew: 'progress',
           concurrency: 2,
           handler: async (job) => {
             const reports = (job.payload as { reports: boolean }).reports;
@@ -349,6 +350,8 @@ describe('worker', () => {
       queues: {
         stuck: {
           leaseMs: 300,
+          // Renewed only on progress, which it never reports: aborted at its lease deadline.
+          renew: 'progress',
           concurrency: 1,
           handler: async () => {
             runs++;

@@ -13,14 +13,30 @@ export interface TestBouncer {
   stop(): Promise<void>;
 }
 
+/** Where the Debian package installs PgBouncer. */
+const PGBOUNCER_PATHS = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'];
+
+/**
+ * The PgBouncer binary; throws, saying how to install it, when there is none. PgBouncer is not on
+ * npm, which is why the tests that need it are a suite of their own (`npm run test:system`).
+ */
+export function pgBouncerBinary(): string {
+  const found = PGBOUNCER_PATHS.find((path) => existsSync(path));
+  if (found) return found;
+  throw new Error(
+    `PgBouncer is not installed (looked for ${PGBOUNCER_PATHS.join(' and ')}): the system suite ` +
+      '(npm run test:system) and LEASEHOLD_TEST_PGBOUNCER=1 need it. Install it with ' +
+      '`apt-get install -y pgbouncer` (Debian/Ubuntu), or run `npm test`, which needs no system package.',
+  );
+}
+
 /**
  * Starts PgBouncer (the Debian package's binary) on a free loopback port, pooling in transaction
  * mode towards `serverUrl`, with trust authentication for that URL's user. As root it runs as the
  * `postgres` system user, since PgBouncer refuses to run as root.
  */
 export async function startPgBouncer(serverUrl: string, poolSize: number): Promise<TestBouncer> {
-  const binary =
-    ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((path) => existsSync(path)) ?? 'pgbouncer';
+  const binary = pgBouncerBinary();
   const server = new URL(serverUrl);
   const user = decodeURIComponent(server.username || 'postgres');
   const password = decodeURIComponent(server.password);

