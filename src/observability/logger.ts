@@ -16,7 +16,7 @@ export interface Logger {
 const MAX_LOGGED_MESSAGE = 300;
 
 /**
- * Logs a worker's events as structured lines: completions at debug, retries and recoveries at info,
+ * Logs a worker's events as structured lines: its start (queues and tasks served) at info, completions at debug, retries and recoveries at info,
  * deaths, lost leases and aborts at warn, stuck handlers and internal errors at error. Lines carry
  * the queue, job id, attempt, outcome and error code, never the payload, and error messages are
  * cut at 300 characters. Returns a function that stops logging.
@@ -56,13 +56,17 @@ export function logWorkerEvents(worker: WorkerEventSource, logger: Logger): () =
       );
     }
   };
+  const onStarted: Parameters<typeof worker.on<'started'>>[1] = (info) =>
+    logger.info({ owner, queues: [...info.queues], tasks: [...info.tasks] }, 'leasehold: worker started');
   const onError = (err: unknown) => logger.error({ owner, err: describe(err) }, 'leasehold: worker error');
+  worker.on('started', onStarted);
   worker.on('outcome', onOutcome);
   worker.on('aborted', onAborted);
   worker.on('stuck', onStuck);
   worker.on('recovered', onRecovered);
   worker.on('error', onError);
   return () => {
+    worker.off('started', onStarted);
     worker.off('outcome', onOutcome);
     worker.off('aborted', onAborted);
     worker.off('stuck', onStuck);

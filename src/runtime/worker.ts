@@ -19,6 +19,7 @@ import {
   type WorkerOptions,
 } from './options.js';
 import { OutcomeBatcher, type OutcomeResult } from './outcome-batcher.js';
+import { applyTaskSchema } from './payload-schema.js';
 import { QueueRunner, type QueueRunnerHost } from './queue-runner.js';
 import { SlotPool } from './slot-pool.js';
 import { stopOnSignals } from './stop-signals.js';
@@ -44,6 +45,10 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly owner: string;
   /** Running totals since start. */
   readonly counters: WorkerCounters = zeroCounters();
+  /** Every queue this worker serves, by name: the queues given by name and the tasks' queues. */
+  readonly queues: readonly string[];
+  /** The names of the tasks (from `defineTask`) this worker serves. */
+  readonly tasks: readonly string[];
 
   readonly #context: WorkerContext;
   readonly #options: ResolvedWorkerOptions;
@@ -70,6 +75,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.#context = ctx;
     this.#options = resolveWorkerOptions(options, ctx.backoff, ctx.listen);
     this.owner = this.#options.owner;
+    this.queues = Object.freeze(this.#options.queues.map((q) => q.name));
+    this.tasks = Object.freeze((options.tasks ?? []).map((task) => task.name));
     if (options.logger !== undefined) {
       assertLogger(options.logger, 'options.logger');
       logWorkerEvents(this, options.logger);
@@ -148,6 +155,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.#maintenance.start();
     this.#pollTimer = setInterval(() => this.#wakeAll(), this.#options.pollIntervalMs);
     if (this.#options.handleSignals) this.#removeSignalHandlers = stopOnSignals(() => this.stop());
+    this.emit('started', { owner: this.owner, queues: this.queues, tasks: this.tasks });
     this.#wakeAll();
   }
 
@@ -310,6 +318,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     let outcome: Promise<OutcomeResult> | null;
     const detail: OutcomeDetail = {};
     try {
+      if (config.schema !== null) await applyTaskSchema(job, config.schema); // tasks with a schema only
       await traceHandler(job, this.#takeTraceparent(job.id), () => config.handler(job));
       outcome = this.#report(job, () => this.#batcher.complete(job.lease));
     } catch (err) {
