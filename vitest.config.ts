@@ -17,5 +17,8 @@ export default defineConfig({
     ...shared,
     include: ['test/**/*.test.ts'],
     exclude: ['test/system/**', 'test/slow/**', '**/node_modules/**'],
+    // Type tests (test/types/*.test-d.ts): compile-time errors the public API must raise, checked
+    // by tsc on every `npm test`; a wrong type, or an @ts-expect-error that is no error, fails it.
+    typecheck: { enabled: true, include: ['test/types/**/*.test-d.ts'], tsconfig: './tsconfig.json' },
   },
 });

@@ -18,6 +18,7 @@ import { type MigrateResult, migrate } from './migrations/migrator.js';
 import { type CancelOptions, type CancelResult, cancel } from './operations/cancel.js';
 import { type DeadJobPage, type ListDeadOptions, listDead } from './operations/dead.js';
 import { enqueue, enqueueMany } from './operations/enqueue.js';
+import { enqueueTask, enqueueTaskMany } from './operations/enqueue-task.js';
 import { checkHealth, type HealthReport, type HealthRules, oldestStatement } from './operations/health.js';
 import { getJob } from './operations/jobs.js';
 import { claim, complete, completeMany, fail, heartbeat } from './operations/leases.js';
@@ -39,6 +40,7 @@ import {
 import { type RecoverOptions, recoverExpired } from './operations/recovery.js';
 import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
+import type { AnyTask, TaskPayload } from './runtime/task.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import type { Queryable } from './storage/db.js';
 import type { FailOutcome } from './storage/fail.js';
@@ -53,6 +55,9 @@ export type {
   LeaseholdOptions,
   PruneOptions,
 } from './client-options.js';
+
+/** One job of `lh.enqueueMany(task, items)`: its payload typed by the task. */
+export type TaskItem<T extends AnyTask> = Omit<EnqueueItem, 'payload'> & { payload: TaskPayload<T> };
 
 /**
  * The Leasehold client: enqueue work, claim it under an expiring lease, and report outcomes that
@@ -109,20 +114,45 @@ export class Leasehold {
   }
 
   /**
-   * Adds a job to `queue`. With `client`, the job joins that transaction. With `idempotencyKey`, a
-   * job already holding that key in the queue is returned instead (`created: false`).
+   * Adds a job to `queue`, or to a task's queue: the payload's type is then checked against the
+   * task at compile time and by its schema at run time (`ValidationError`, nothing written). With
+   * `client`, the job joins that transaction. With `idempotencyKey`, a job already holding that key
+   * in the queue is returned instead (`created: false`).
    */
-  enqueue(queue: string, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult> {
-    return enqueue(this.#context, queue, payload, options);
+  enqueue<T extends AnyTask>(
+    task: T,
+    payload: TaskPayload<T>,
+    options?: EnqueueOptions,
+  ): Promise<EnqueueResult>;
+  enqueue(queue: string, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult>;
+  enqueue(target: string | AnyTask, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult> {
+    return typeof target === 'string'
+      ? enqueue(this.#context, target, payload, options)
+      : enqueueTask(this.#context, target, payload, options);
   }
 
-  /** Adds many jobs to `queue` in one statement, all or nothing; ids come back in input order. */
+  /**
+   * Adds many jobs to `queue` (or a task's queue, each payload checked as `enqueue` does) in one
+   * statement, all or nothing; ids come back in input order.
+   */
+  enqueueMany<T extends AnyTask>(
+    task: T,
+    items: readonly TaskItem<T>[],
+    options?: { client?: Queryable },
+  ): Promise<{ ids: string[] }>;
   enqueueMany(
     queue: string,
     items: readonly EnqueueItem[],
     options?: { client?: Queryable },
+  ): Promise<{ ids: string[] }>;
+  enqueueMany(
+    target: string | AnyTask,
+    items: readonly EnqueueItem[],
+    options?: { client?: Queryable },
   ): Promise<{ ids: string[] }> {
-    return enqueueMany(this.#context, queue, items, options);
+    return typeof target === 'string'
+      ? enqueueMany(this.#context, target, items, options)
+      : enqueueTaskMany(this.#context, target, items, options);
   }
 
   /** Claims up to `limit` jobs of a queue in one statement and commits at once. */
@@ -225,8 +255,11 @@ export class Leasehold {
     return setQueuePaused(this.#context, queue, false);
   }
 
-  /** Every queue that has jobs or settings: counts, oldest claimable age, owner, paused. */
-  listQueues(options?: { limit?: number }): Promise<QueueSummary[]> {
+  /**
+   * Every queue that has jobs or settings: counts, oldest claimable age, owner, paused, and
+   * `unattended` when claimable work waits past `unattendedAfterMs` (default 60 s) with no live lease.
+   */
+  listQueues(options?: { limit?: number; unattendedAfterMs?: number }): Promise<QueueSummary[]> {
     return queueSummaries(this.pool, this.schema, options);
   }
 
@@ -261,7 +294,7 @@ export class Leasehold {
     return oldestStatement(this.#context);
   }
 
-  /** Creates a worker that runs handlers for the given queues. Call `start()` on it. */
+  /** Creates a worker that runs handlers for the given queues and tasks. Call `start()` on it. */
   worker(options: WorkerOptions): Worker {
     return new Worker(this.#context, options);
   }

@@ -51,6 +51,13 @@ export const DEFAULT_AGING_PASS_INTERVAL_MS = 1000;
 /** Most jobs one aging pass raises per queue. */
 export const DEFAULT_AGING_LIMIT = 1000;
 
+/**
+ * A queue is flagged unattended (`listQueues`, `stats`, `leasehold queues`, the dashboard) when its
+ * oldest claimable job has waited longer than this and none of its jobs holds a live lease: a
+ * worker serving it claims within its poll interval (1 s by default) whenever it has a free slot.
+ */
+export const DEFAULT_UNATTENDED_AFTER_MS = 60_000;
+
 /** Defaults for worker and queue options. */
 export const WORKER_DEFAULTS = {
   concurrency: 10,

@@ -1,3 +1,4 @@
+export type { TaskItem } from './client.js';
 export { Leasehold } from './client.js';
 export type {
   ClaimOptions,
@@ -63,9 +64,19 @@ export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { AbortReason, JobContext } from './runtime/job-context.js';
 export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } from './runtime/job-errors.js';
 export type { LeaseLoss, LeaseLossReason } from './runtime/lease-loss.js';
-export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions } from './runtime/options.js';
+export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions, WorkerTask } from './runtime/options.js';
 export { WORKER_DEFAULTS } from './runtime/options.js';
 export type { OutcomeResult } from './runtime/outcome-batcher.js';
+export type {
+  AnyTask,
+  Task,
+  TaskHandler,
+  TaskOptions,
+  TaskOutput,
+  TaskPayload,
+  TaskResult,
+} from './runtime/task.js';
+export { defineTask } from './runtime/task.js';
 export type { ClaimInfo, FlushInfo, OutcomeDetail } from './runtime/telemetry-events.js';
 export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
 export { Worker } from './runtime/worker.js';

@@ -166,7 +166,7 @@ function chart(samples, queues) {
 async function overview() {
   const data = await getJson('/api/overview');
   const rows = data.queues.map((q) =>
-    el('tr', { 'data-queue': q.queue, class: q.paused ? 'paused' : '' },
+    el('tr', { 'data-queue': q.queue, class: q.paused ? 'paused' : q.unattended ? 'unattended' : '' },
       el('td', {}, q.queue),
       el('td', { class: 'num', 'data-field': 'pending' }, q.pending + (q.capped ? '+' : '')),
       el('td', { class: 'num', 'data-field': 'running' }, q.running),
@@ -175,7 +175,8 @@ async function overview() {
       el('td', { class: 'num', 'data-field': 'expiring' }, q.leasesExpiringSoon),
       el('td', { class: 'num', 'data-field': 'completed' }, q.completedInWindow),
       el('td', {}, chart(data.throughput, [q.queue])),
-      el('td', {}, q.paused ? 'paused' : '')));
+      el('td', { 'data-field': 'state', class: q.unattended ? 'bad' : '' },
+        q.paused ? 'paused' : q.unattended ? 'no worker: work waits, none running' : '')));
   const paused = data.queues.filter((q) => q.paused).map((q) => q.queue);
   main.replaceChildren(
     el('h1', {}, 'Queues'),

@@ -16,9 +16,10 @@ export interface Logger {
 const MAX_LOGGED_MESSAGE = 300;
 
 /**
- * Logs a worker's events as structured lines: completions at debug, retries, recoveries, aborts
- * and dropped outcomes at info, deaths and lost leases at warn (a lost lease once per run, saying
- * what to change), stuck handlers, stalled statements and internal errors at error. Lines carry
+ * Logs a worker's events as structured lines: its start (queues and tasks served) at info,
+ * completions at debug, retries, recoveries, aborts and dropped outcomes at info, deaths and lost
+ * leases at warn (a lost lease once per run, saying what to change), stuck handlers, stalled
+ * statements and internal errors at error. Lines carry
  * the queue, job id, attempt, outcome and error code, never the payload, and error messages are
  * cut at 300 characters. Returns a function that stops logging.
  */
@@ -80,7 +81,10 @@ export function logWorkerEvents(worker: WorkerEventSource, logger: Logger): () =
       },
       'leasehold: a statement has waited longer than a lease for its answer',
     );
+  const onStarted: Parameters<typeof worker.on<'started'>>[1] = (info) =>
+    logger.info({ owner, queues: [...info.queues], tasks: [...info.tasks] }, 'leasehold: worker started');
   const onError = (err: unknown) => logger.error({ owner, err: describe(err) }, 'leasehold: worker error');
+  worker.on('started', onStarted);
   worker.on('outcome', onOutcome);
   worker.on('aborted', onAborted);
   worker.on('stuck', onStuck);
@@ -89,6 +93,7 @@ export function logWorkerEvents(worker: WorkerEventSource, logger: Logger): () =
   worker.on('stalled', onStalled);
   worker.on('error', onError);
   return () => {
+    worker.off('started', onStarted);
     worker.off('outcome', onOutcome);
     worker.off('aborted', onAborted);
     worker.off('stuck', onStuck);

@@ -1,3 +1,4 @@
+import { DEFAULT_UNATTENDED_AFTER_MS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
 import {
@@ -14,6 +15,7 @@ import {
   optionsObject,
   rejectUnknownOptions,
 } from '../validation.js';
+import { isUnattended } from './unattended.js';
 
 /** Settings `configureQueue` changes; a setting left out is kept, `null` clears it to its default. */
 export interface QueueConfig {
@@ -57,6 +59,11 @@ export interface QueueSummary {
   oldestClaimableAgeMs: number | null;
   owner: string | null;
   paused: boolean;
+  /**
+   * Claimable work has waited longer than `unattendedAfterMs` (default 60 s) and none of the
+   * queue's jobs holds a live lease: no worker is taking it (none runs, or none serves this queue).
+   */
+  unattended: boolean;
   deadRetentionMs: number | null;
   succeededRetentionMs: number | null;
 }
@@ -118,11 +125,18 @@ export async function configureQueue(
 export async function queueSummaries(
   db: Queryable,
   schema: string,
-  given: { limit?: number } | undefined,
+  given: { limit?: number; unattendedAfterMs?: number } | undefined,
 ): Promise<QueueSummary[]> {
   const options = optionsObject(given);
-  rejectUnknownOptions(options, ['limit'], 'options');
+  rejectUnknownOptions(options, ['limit', 'unattendedAfterMs'], 'options');
   const rows = await listQueues(db, schema, optionalInt(options.limit, 'limit', 1, 10_000, 1000));
+  const afterMs = optionalInt(
+    options.unattendedAfterMs,
+    'unattendedAfterMs',
+    0,
+    86_400_000,
+    DEFAULT_UNATTENDED_AFTER_MS,
+  );
   return rows.map((row) => ({
     name: row.name,
     pending: row.pending,
@@ -132,6 +146,10 @@ export async function queueSummaries(
     oldestClaimableAgeMs: row.oldest_claimable_ms === null ? null : Math.round(row.oldest_claimable_ms),
     owner: row.owner,
     paused: row.paused,
+    unattended: isUnattended(
+      { paused: row.paused, oldestClaimableAgeMs: row.oldest_claimable_ms, liveLeases: row.live },
+      afterMs,
+    ),
     deadRetentionMs: row.dead_retention_ms,
     succeededRetentionMs: row.succeeded_retention_ms,
   }));

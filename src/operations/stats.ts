@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { DEFAULT_UNATTENDED_AFTER_MS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { inReadSnapshot } from '../storage/history.js';
 import {
@@ -10,6 +11,7 @@ import {
   type StatsBounds,
 } from '../storage/stats.js';
 import { optionalInt, rejectUnknownOptions } from '../validation.js';
+import { isUnattended } from './unattended.js';
 
 /** Options of `stats()`; the defaults keep one call to a few milliseconds at a 1M-job backlog. */
 export interface StatsOptions {
@@ -23,6 +25,8 @@ export interface StatsOptions {
   maxWindowRows?: number;
   /** At most this many queues are reported (default 1,000). */
   maxQueues?: number;
+  /** Claimable work older than this with no live lease flags its queue `unattended` (default 60 s). */
+  unattendedAfterMs?: number;
 }
 
 /** Defaults of `stats()`. */
@@ -32,6 +36,7 @@ export const DEFAULT_STATS_OPTIONS: Readonly<Required<StatsOptions>> = Object.fr
   windowMs: 300_000,
   maxWindowRows: 10_000,
   maxQueues: 1_000,
+  unattendedAfterMs: DEFAULT_UNATTENDED_AFTER_MS,
 });
 
 /** One queue's database-derived gauges. */
@@ -53,6 +58,8 @@ export interface QueueStats {
   /** How long ago the oldest unresolved dead job died; null when none. */
   oldestDeadAgeMs: number | null;
   paused: boolean;
+  /** Claimable work has waited past `unattendedAfterMs` and no job holds a live lease: no worker is taking it. */
+  unattended: boolean;
   /** Jobs completed within the window. */
   completedInWindow: number;
 }
@@ -85,7 +92,7 @@ export interface LeaseholdStats {
 }
 
 /** Validates `stats()` options against the defaults. */
-export function resolveStatsOptions(options: StatsOptions = {}): StatsBounds {
+export function resolveStatsOptions(options: StatsOptions = {}): StatsBounds & { unattendedAfterMs: number } {
   if (typeof options !== 'object' || options === null)
     throw new ValidationError('options', 'must be an object');
   rejectUnknownOptions(options, Object.keys(DEFAULT_STATS_OPTIONS), 'options');
@@ -102,6 +109,13 @@ export function resolveStatsOptions(options: StatsOptions = {}): StatsBounds {
     windowMs: optionalInt(options.windowMs, 'windowMs', 1, 86_400_000, d.windowMs),
     maxWindowRows: optionalInt(options.maxWindowRows, 'maxWindowRows', 1, 1_000_000, d.maxWindowRows),
     maxQueues: optionalInt(options.maxQueues, 'maxQueues', 1, 100_000, d.maxQueues),
+    unattendedAfterMs: optionalInt(
+      options.unattendedAfterMs,
+      'unattendedAfterMs',
+      0,
+      86_400_000,
+      d.unattendedAfterMs,
+    ),
   };
 }
 
@@ -138,6 +152,14 @@ export async function readStats(
         oldestClaimableAgeMs: row.oldest_claimable_ms === null ? null : Math.max(0, row.oldest_claimable_ms),
         oldestDeadAgeMs: row.oldest_dead_ms === null ? null : Math.max(0, row.oldest_dead_ms),
         paused: row.paused,
+        unattended: isUnattended(
+          {
+            paused: row.paused,
+            oldestClaimableAgeMs: row.oldest_claimable_ms,
+            liveLeases: row.live,
+          },
+          bounds.unattendedAfterMs,
+        ),
         completedInWindow: completed.get(row.name) ?? 0,
       })),
       refusals: refusals.map((row) => ({

@@ -1,3 +1,4 @@
+import type { ClaimedRow } from '../storage/claim.js';
 import type { FailRef, SnoozeRef } from '../storage/fail.js';
 import type { FenceRef } from '../storage/fence.js';
 import { describeError, type ErrorDetails } from './error-details.js';
@@ -65,5 +66,18 @@ export function timeoutWrite(lease: FenceRef, config: ResolvedQueue): FailRef {
     maxMs: config.backoff.maxMs,
     attemptBudget: config.maxAttempts,
     ...describeError(timeout),
+  };
+}
+
+/** The write that returns a claimed job that never started: pending again at once, attempt refunded. */
+export function handBackWrite(row: ClaimedRow, owner: string, queue: string): SnoozeRef {
+  return {
+    jobId: row.id,
+    token: row.lease_token,
+    claimId: row.lease_claim_id,
+    owner,
+    queue,
+    delayMs: 0,
+    handBack: 'unstarted',
   };
 }

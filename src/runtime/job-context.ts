@@ -6,14 +6,14 @@ import { SnoozeError } from './job-errors.js';
 /** Why a running job's signal was aborted. */
 export type AbortReason = 'lease-lost' | 'lease-deadline' | 'max-runtime' | 'shutdown';
 
-/** What a handler sees of the job it runs. */
-export interface JobContext {
+/** What a handler sees of the job it runs; `Payload` is a task's payload type (see `defineTask`). */
+export interface JobContext<Payload = unknown> {
   /** The job's id. */
   readonly id: string;
   /** The queue it came from. */
   readonly queue: string;
-  /** The job's data. */
-  readonly payload: unknown;
+  /** The job's data (for a task with a schema, the schema's output for the stored payload). */
+  readonly payload: Payload;
   /** This attempt, from 1. */
   readonly attempt: number;
   /** Attempts allowed in all. */
@@ -52,7 +52,8 @@ export interface EffectStore {
 export class ActiveJob implements JobContext {
   readonly id: string;
   readonly queue: string;
-  readonly payload: unknown;
+  /** Replaced by the schema's output before a task's handler runs. */
+  payload: unknown;
   readonly attempt: number;
   readonly maxAttempts: number;
   readonly token: string;

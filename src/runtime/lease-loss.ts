@@ -105,3 +105,23 @@ function deadlineCause(queue: QueueSettingsForLoss, lateMs: number): string {
     `database and the connection, or raise leaseMs.`
   );
 }
+
+/**
+ * Emits `leaseLost` on the worker, or, when nobody listens (no listener, no `logger`), a
+ * `LeaseholdWarning` process warning: a lost lease is never silent.
+ */
+export function announceLeaseLoss(
+  worker: {
+    listenerCount(event: 'leaseLost'): number;
+    emit(event: 'leaseLost', job: ActiveJob, loss: LeaseLoss): boolean;
+  },
+  job: ActiveJob,
+  loss: LeaseLoss,
+): void {
+  if (worker.listenerCount('leaseLost') > 0) worker.emit('leaseLost', job, loss);
+  else
+    process.emitWarning(`leasehold: ${loss.message}`, {
+      type: 'LeaseholdWarning',
+      code: 'LEASEHOLD_LEASE_LOST',
+    });
+}

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import {
   assertLeaseMs,
   type BackoffOptions,
@@ -59,12 +60,24 @@ export interface QueueOptions {
   weight?: number;
 }
 
+/** What a worker needs of a task made by `defineTask`: its name (the queue), options and schema. */
+export interface WorkerTask {
+  /** The task's name, which is the name of its queue. */
+  readonly name: string;
+  /** Its handler and queue options, as a queue given by name would have them. */
+  readonly queue: QueueOptions;
+  /** Its payload validator; undefined when the task has none. */
+  readonly schema: StandardSchemaV1 | undefined;
+}
+
 /** Options of `lh.worker()`. */
 export interface WorkerOptions {
   /** Lease owner name; default hostname:pid:random, unique per worker. */
   owner?: string;
-  /** Queue name to its handler and options. */
-  queues: Record<string, QueueOptions | JobHandler>;
+  /** Queue name to its handler and options (with `tasks`, or alone). */
+  queues?: Record<string, QueueOptions | JobHandler>;
+  /** Tasks made by `defineTask`, each run on the queue of its name (with `queues`, or alone). */
+  tasks?: readonly WorkerTask[];
   /** Claim from the table at least this often even without notifications (default 1000 ms). */
   pollIntervalMs?: number;
   /**
@@ -130,6 +143,8 @@ export interface ResolvedQueue {
   unknownErrorAttempts: number;
   backoff: Required<BackoffOptions>;
   weight: number;
+  /** The task's payload validator, run on each claimed payload; null for a queue without one. */
+  schema: StandardSchemaV1 | null;
 }
 
 /** Validated worker options. */
@@ -153,6 +168,7 @@ export interface ResolvedWorkerOptions {
 const KNOWN_WORKER_KEYS = [
   'owner',
   'queues',
+  'tasks',
   'pollIntervalMs',
   'listen',
   'shutdownTimeoutMs',
@@ -166,7 +182,8 @@ const KNOWN_WORKER_KEYS = [
   'slots',
   'logger',
 ];
-const KNOWN_QUEUE_KEYS = [
+/** Option names a queue (and so a task) takes. */
+export const KNOWN_QUEUE_KEYS = [
   'handler',
   'concurrency',
   'prefetch',
@@ -195,18 +212,10 @@ export function resolveWorkerOptions(
   rejectUnknownOptions(options, KNOWN_WORKER_KEYS, 'options');
   const owner = options.owner ?? defaultOwner();
   assertOwner(owner);
-  if (
-    typeof options.queues !== 'object' ||
-    options.queues === null ||
-    Object.keys(options.queues).length === 0
-  ) {
-    throw new ValidationError('queues', 'name at least one queue and its handler');
-  }
-  const queues = Object.entries(options.queues).map(([name, value]) =>
-    resolveQueue(name, value, clientBackoff),
-  );
+  const entries = queueEntries(options);
+  const queues = entries.map(([name, value, schema]) => resolveQueue(name, value, clientBackoff, schema));
   const slots = options.slots === undefined ? null : optionalInt(options.slots, 'slots', 1, 10_000, 1);
-  const weighted = Object.entries(options.queues).find(
+  const weighted = entries.find(
     ([, value]) => typeof value === 'object' && value !== null && value.weight !== undefined,
   );
   if (weighted && slots === null) {
@@ -277,10 +286,42 @@ export function resolveWorkerOptions(
   };
 }
 
+type QueueEntry = [name: string, value: QueueOptions | JobHandler, schema: StandardSchemaV1 | null];
+
+// The queues given by name and the tasks, as one list; a name may appear only once.
+function queueEntries(options: WorkerOptions): QueueEntry[] {
+  const { queues, tasks } = options;
+  if (queues !== undefined && (typeof queues !== 'object' || queues === null)) {
+    throw new ValidationError('queues', 'must be an object of queue name to handler');
+  }
+  if (tasks !== undefined && !Array.isArray(tasks)) {
+    throw new ValidationError('tasks', 'must be an array of tasks made by defineTask');
+  }
+  const entries: QueueEntry[] = Object.entries(queues ?? {}).map(([name, value]) => [name, value, null]);
+  const named = new Set(entries.map(([name]) => name));
+  for (const [index, task] of (tasks ?? []).entries()) {
+    if (typeof task !== 'object' || task === null || typeof task.name !== 'string' || !task.queue) {
+      throw new ValidationError(`tasks[${index}]`, 'must be a task made by defineTask');
+    }
+    if (named.has(task.name)) {
+      throw new ValidationError(
+        `tasks[${index}]`,
+        `the name ${task.name} is already served by another task or queue of this worker`,
+      );
+    }
+    named.add(task.name);
+    entries.push([task.name, task.queue, task.schema ?? null]);
+  }
+  if (entries.length === 0)
+    throw new ValidationError('queues', 'name at least one queue and its handler, or a task');
+  return entries;
+}
+
 function resolveQueue(
   name: string,
   value: QueueOptions | JobHandler,
   clientBackoff: Required<BackoffOptions>,
+  schema: StandardSchemaV1 | null = null,
 ): ResolvedQueue {
   assertQueueName(name, `queues.${name}`);
   const queue: QueueOptions = typeof value === 'function' ? { handler: value } : value;
@@ -327,5 +368,6 @@ function resolveQueue(
     ),
     backoff: resolveBackoff(queue.backoff, `${field}.backoff`, clientBackoff),
     weight: optionalInt(queue.weight, `${field}.weight`, 1, 1000, WORKER_DEFAULTS.weight),
+    schema,
   };
 }

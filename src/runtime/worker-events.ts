@@ -33,6 +33,8 @@ export interface WorkerCounters {
 
 /** Events a worker emits. */
 export interface WorkerEventMap {
+  /** `start()` began claiming: the owner, every queue served and which of them are tasks. */
+  started: [info: { owner: string; queues: readonly string[]; tasks: readonly string[] }];
   /** A job's outcome was accepted. */
   outcome: [job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail];
   /** A claim statement answered (for metrics: its duration, and how long each job had waited). */

@@ -9,10 +9,10 @@ import type { ClaimedRow } from '../storage/claim.js';
 import { wakeupChannel } from '../storage/enqueue.js';
 import { ClaimRouter } from './claim-router.js';
 import { describeError, type ErrorDetails } from './error-details.js';
-import { failureWrite, timeoutWrite } from './failure-outcome.js';
+import { failureWrite, handBackWrite, timeoutWrite } from './failure-outcome.js';
 import { type AbortReason, ActiveJob } from './job-context.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { describeLeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
+import { announceLeaseLoss, describeLeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
 import { WakeupListener } from './listener.js';
 import {
   type ResolvedQueue,
@@ -21,6 +21,7 @@ import {
   type WorkerOptions,
 } from './options.js';
 import { OutcomeBatcher, type OutcomeResult } from './outcome-batcher.js';
+import { applyTaskSchema } from './payload-schema.js';
 import { QueueRunner, type QueueRunnerHost } from './queue-runner.js';
 import { SlotPool } from './slot-pool.js';
 import { StallWatch } from './stall-watch.js';
@@ -38,7 +39,7 @@ type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
 
 /**
  * Runs handlers for jobs of some queues. Claims never exceed free slots and commit before a handler
- * starts; a lease keeper renews leases on evidence of progress; outcomes are written in batched,
+ * starts; a lease keeper renews leases while handlers run (or on progress); outcomes are written in batched,
  * fenced statements; a LISTEN connection wakes idle queues and a periodic poll drains the table
  * whatever notifications were lost; a recovery sweep returns expired leases of any worker.
  */
@@ -47,6 +48,10 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly owner: string;
   /** Running totals since start. */
   readonly counters: WorkerCounters = zeroCounters();
+  /** Every queue this worker serves, by name: the queues given by name and the tasks' queues. */
+  readonly queues: readonly string[];
+  /** The names of the tasks (from `defineTask`) this worker serves. */
+  readonly tasks: readonly string[];
 
   readonly #context: WorkerContext;
   readonly #options: ResolvedWorkerOptions;
@@ -74,6 +79,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.#context = ctx;
     this.#options = resolveWorkerOptions(options, ctx.backoff, ctx.listen);
     this.owner = this.#options.owner;
+    this.queues = Object.freeze(this.#options.queues.map((q) => q.name));
+    this.tasks = Object.freeze((options.tasks ?? []).map((task) => task.name));
     if (options.logger !== undefined) {
       assertLogger(options.logger, 'options.logger');
       logWorkerEvents(this, options.logger);
@@ -160,6 +167,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.#maintenance.start();
     this.#pollTimer = setInterval(() => this.#wakeAll(), this.#options.pollIntervalMs);
     if (this.#options.handleSignals) this.#removeSignalHandlers = stopOnSignals(() => this.stop());
+    this.emit('started', { owner: this.owner, queues: this.queues, tasks: this.tasks });
     this.#wakeAll();
   }
 
@@ -281,15 +289,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   // Returns a claimed job that never started: pending again at once, its attempt refunded.
   #handBack(config: ResolvedQueue, row: ClaimedRow): Promise<OutcomeResult> {
     this.#traceparents.delete(row.id);
-    return this.#batcher.snooze({
-      jobId: row.id,
-      token: row.lease_token,
-      claimId: row.lease_claim_id,
-      owner: this.owner,
-      queue: config.name,
-      delayMs: 0,
-      handBack: 'unstarted',
-    });
+    return this.#batcher.snooze(handBackWrite(row, this.owner, config.name));
   }
 
   #start(q: QueueRunner, row: ClaimedRow, claimSentAt: number): void {
@@ -324,6 +324,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     let outcome: Promise<OutcomeResult> | null;
     const detail: OutcomeDetail = {};
     try {
+      if (config.schema !== null) await applyTaskSchema(job, config.schema); // tasks with a schema only
       await traceHandler(job, this.#takeTraceparent(job.id), () => config.handler(job));
       outcome = this.#report(job, () => this.#batcher.complete(job.lease));
     } catch (err) {
@@ -385,13 +386,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     const config = this.#queues.get(job.queue)?.config;
     if (job.lossReported || !config) return;
     job.lossReported = true;
-    const loss = describeLeaseLoss(job, config, reason, this.#keeper.timerLateMs());
-    if (this.listenerCount('leaseLost') > 0) this.emit('leaseLost', job, loss);
-    else
-      process.emitWarning(`leasehold: ${loss.message}`, {
-        type: 'LeaseholdWarning',
-        code: 'LEASEHOLD_LEASE_LOST',
-      });
+    announceLeaseLoss(this, job, describeLeaseLoss(job, config, reason, this.#keeper.timerLateMs()));
   }
 
   #reportError(err: unknown): void {

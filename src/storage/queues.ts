@@ -41,6 +41,7 @@ const QueueSummaryList = defineStatement(
     SELECT queue_name,
            count(*) FILTER (WHERE status = 'pending')::int AS pending,
            count(*) FILTER (WHERE status = 'running')::int AS running,
+           count(*) FILTER (WHERE status = 'running' AND lease_expires_at > now())::int AS live,
            count(*) FILTER (WHERE status = 'dead')::int AS dead,
            count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled,
            extract(epoch FROM now() - min(available_at) FILTER (
@@ -51,6 +52,7 @@ const QueueSummaryList = defineStatement(
   )
   SELECT coalesce(c.queue_name, q.name) AS name,
          coalesce(c.pending, 0) AS pending, coalesce(c.running, 0) AS running,
+         coalesce(c.live, 0) AS live,
          coalesce(c.dead, 0) AS dead, coalesce(c.cancelled, 0) AS cancelled,
          c.oldest_claimable_ms::float8 AS oldest_claimable_ms,
          q.owner, coalesce(q.paused, false) AS paused,
@@ -118,6 +120,8 @@ export interface QueueSummaryRow {
   name: string;
   pending: number;
   running: number;
+  /** Running jobs whose lease has not expired. */
+  live: number;
   dead: number;
   cancelled: number;
   oldest_claimable_ms: number | null;

@@ -41,6 +41,7 @@ const QueueStatsRead = defineStatement(
   running AS (
     SELECT queue_name,
            count(*)::int AS running,
+           count(*) FILTER (WHERE lease_expires_at > now())::int AS live,
            count(*) FILTER (
              WHERE lease_expires_at <= now() + $3::double precision * interval '1 millisecond')::int AS expiring
     FROM ${s}.jobs
@@ -65,6 +66,7 @@ const QueueStatsRead = defineStatement(
           ) AS capped) AS waiting,
          coalesce(r.running, 0) AS running,
          coalesce(r.expiring, 0) AS expiring,
+         coalesce(r.live, 0) AS live,
          (SELECT count(*)::int FROM (
             SELECT 1 FROM ${s}.jobs AS j WHERE j.queue_name = n.name AND j.status = 'dead' LIMIT $2
           ) AS capped) AS dead,
@@ -159,6 +161,8 @@ export interface QueueStatsRow {
   waiting: number;
   running: number;
   expiring: number;
+  /** Running jobs whose lease has not expired. */
+  live: number;
   dead: number;
   oldest_claimable_ms: number | null;
   oldest_dead_ms: number | null;

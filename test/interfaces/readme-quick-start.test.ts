@@ -26,9 +26,10 @@ describe('the README quick start', () => {
     expect(quickStart!.trim().split('\n').length).toBeLessThanOrEqual(22);
   });
 
-  it('type-checks under tsc --strict against the built package, as written', async () => {
+  // tsc --strict on one file of the scratch app, against the built package; the exit code and output.
+  async function typeCheck(name: string, source: string): Promise<{ code: number; stdout: string }> {
     mkdirSync(dir, { recursive: true });
-    writeFileSync(`${dir}/quick-start.ts`, quickStart!);
+    writeFileSync(`${dir}/${name}.ts`, source);
     const args = [
       tsc,
       '--noEmit',
@@ -41,14 +42,31 @@ describe('the README quick start', () => {
       'nodenext',
       '--types',
       'node',
-      `${dir}/quick-start.ts`,
+      `${dir}/${name}.ts`,
     ];
-    const result = await promisify(execFile)(process.execPath, args, { cwd: root }).then(
+    return promisify(execFile)(process.execPath, args, { cwd: root }).then(
       () => ({ code: 0, stdout: '' }),
       (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }),
     );
+  }
+
+  it('type-checks under tsc --strict against the built package, as written', async () => {
+    const result = await typeCheck('quick-start', quickStart!);
     expect(result.stdout).toBe('');
     expect(result.code).toBe(0);
+  }, 60_000);
+
+  it("refuses to compile an enqueue whose payload does not match the task's schema", async () => {
+    const enqueueLine = "await lh.enqueue(welcome, { to: 'ada@example.com', template: 'welcome' });";
+    expect(quickStart).toContain(enqueueLine);
+    const misspelt = quickStart!.replace(
+      enqueueLine,
+      "await lh.enqueue(welcome, { to: 'ada@example.com', templat: 'welcome' });",
+    );
+    const result = await typeCheck('quick-start-wrong', misspelt);
+    expect(result.code).not.toBe(0);
+    expect(result.stdout).toMatch(/quick-start-wrong\.ts\(\d+,\d+\): error TS\d+:/);
+    expect(result.stdout).toContain('templat');
   }, 60_000);
 
   it('runs: the job is handled, and SIGTERM stops the worker and the process', async () => {

@@ -40,6 +40,7 @@ describe('README examples', () => {
   it('has the examples this test expects', () => {
     expect(examples.map((e) => e.name)).toEqual([
       'embedded-quick-start',
+      'typed-tasks',
       'leases-and-fencing',
       'transactional-enqueue',
       'transactional-complete',
@@ -62,6 +63,8 @@ describe('README examples', () => {
         /extended: true\ncompleted: true\nrecovered: \{ retried: 1, dead: 0 \}[\s\S]*stale complete: false\nstale fail: lost\nfresh complete: true/,
       'transactional-enqueue': /job after rollback: null/,
       'transactional-complete': /invoices: 1 job: succeeded/,
+      'typed-tasks':
+        /^VALIDATION payload: does not match task resize-image's schema: url: .*\nserving \[ 'resize-image' \] \[ 'other', 'resize-image' \]\n[\s\S]*resizing https:\/\/example\.com\/cat\.png to 256\n[\s\S]*PAYLOAD_SCHEMA 1\n/,
       'worker-options': /completed[\s\S]*dead|dead[\s\S]*completed/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);

@@ -5,7 +5,7 @@ import { formatDuration, formatTable } from '../format.js';
 /** `leasehold queues`: every queue at a glance. */
 export function queuesCommand(): Command {
   const command = new Command('queues').description(
-    'list queues: pending, running and dead jobs, the age of the oldest claimable job, owner, paused',
+    "list queues: pending, running and dead jobs, the age of the oldest claimable job, owner, paused, and 'no worker' when claimable work has waited over a minute with no job running",
   );
   addAdminOptions(command);
   command.option('--blocked', 'list ordering keys blocked by a dead job instead, longest blocked first');
@@ -29,7 +29,7 @@ Examples:
       String(q.dead),
       formatDuration(q.oldestClaimableAgeMs),
       q.owner ?? '-',
-      q.paused ? 'paused' : '',
+      q.paused ? 'paused' : q.unattended ? 'no worker' : '',
     ]);
     print(formatTable(['queue', 'pending', 'running', 'dead', 'oldest', 'owner', 'state'], rows));
   });

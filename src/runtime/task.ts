@@ -1,0 +1,78 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { ValidationError } from '../errors.js';
+import { rejectUnknownOptions } from '../unknown-options.js';
+import { assertQueueName } from '../validation.js';
+import type { JobContext } from './job-context.js';
+import { KNOWN_QUEUE_KEYS, type QueueOptions, type WorkerTask } from './options.js';
+import { isStandardSchema } from './payload-schema.js';
+
+/** A task's handler: gets the job with its typed payload; resolve to complete it, throw to fail it. */
+export type TaskHandler<Payload, Result> = (job: JobContext<Payload>) => Promise<Result>;
+
+/** Options of `defineTask`: the handler, plus every option a worker's queue takes (lease, concurrency...). */
+export interface TaskOptions<Payload, Result> extends Omit<QueueOptions, 'handler'> {
+  /** Runs one job of this task. */
+  handler: TaskHandler<Payload, Result>;
+}
+
+/**
+ * A task made by `defineTask`: a queue name bound to its payload type, schema and handler. Pass it
+ * to `lh.enqueue(task, payload)` (the payload is type-checked and validated) and to
+ * `lh.worker({ tasks: [task] })`.
+ */
+export interface Task<Input = unknown, Output = Input, Result = unknown> extends WorkerTask {
+  /** The payload validator (any Standard Schema: zod, valibot, arktype...), if the task has one. */
+  readonly schema: StandardSchemaV1<Input, Output> | undefined;
+  /** Carries the task's types for inference only; never set at run time. */
+  readonly '~types'?: { readonly input: Input; readonly output: Output; readonly result: Result };
+}
+
+/** Any task, whatever its types. */
+export type AnyTask = Task<unknown, unknown, unknown>;
+
+/** The payload `lh.enqueue(task, payload)` accepts: the schema's input type. */
+export type TaskPayload<T extends AnyTask> = NonNullable<T['~types']>['input'];
+
+/** The payload a task's handler sees: the schema's output type. */
+export type TaskOutput<T extends AnyTask> = NonNullable<T['~types']>['output'];
+
+/** What a task's handler resolves to. */
+export type TaskResult<T extends AnyTask> = NonNullable<T['~types']>['result'];
+
+const TASK_KEYS = [...KNOWN_QUEUE_KEYS, 'schema'];
+
+/**
+ * Defines a task: `name` is its queue, `schema` (any Standard Schema validator) checks payloads at
+ * enqueue and again when a worker claims them, and `handler` gets `job.payload` typed as the
+ * schema's output. Without a schema, name the payload type: `defineTask<{ id: string }>(...)`.
+ * Options are checked here (unknown keys, the name); the queue options are resolved by the worker.
+ */
+export function defineTask<Schema extends StandardSchemaV1, Result = unknown>(
+  name: string,
+  options: TaskOptions<StandardSchemaV1.InferOutput<Schema>, Result> & { schema: Schema },
+): Task<StandardSchemaV1.InferInput<Schema>, StandardSchemaV1.InferOutput<Schema>, Result>;
+export function defineTask<Payload = unknown, Result = unknown>(
+  name: string,
+  options: TaskOptions<Payload, Result> & { schema?: undefined },
+): Task<Payload, Payload, Result>;
+export function defineTask(
+  name: string,
+  options: TaskOptions<unknown, unknown> & { schema?: StandardSchemaV1 },
+): AnyTask {
+  assertQueueName(name, 'name');
+  if (typeof options !== 'object' || options === null) {
+    throw new ValidationError('options', `task ${name}: must be an object with a handler`);
+  }
+  rejectUnknownOptions(options, TASK_KEYS, `task ${name}`);
+  if (typeof options.handler !== 'function') {
+    throw new ValidationError('options.handler', `task ${name}: must be an async function (job) => ...`);
+  }
+  const { schema, ...queue } = options;
+  if (schema !== undefined && !isStandardSchema(schema)) {
+    throw new ValidationError(
+      'options.schema',
+      `task ${name}: must be a Standard Schema validator (zod, valibot, arktype...: an object with ~standard.validate)`,
+    );
+  }
+  return Object.freeze({ name, schema, queue: queue as QueueOptions });
+}
