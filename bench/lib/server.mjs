@@ -1,5 +1,5 @@
 // The PostgreSQL server the bench runs against: DATABASE_URL when set, else a throwaway embedded one.
-import { startEmbeddedPostgres } from '../dist/index.js';
+import { startEmbeddedPostgres } from '../../dist/index.js';
 
 // Two worker processes of each system plus the bench's own pools stay well under this;
 // the default of 100 would also do, but leaves little room when DATABASE_URL points elsewhere.
