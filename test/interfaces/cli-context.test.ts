@@ -3,7 +3,7 @@ import { type AdminFlags, runAdminCommand } from '../../src/cli/admin.js';
 import { CliError } from '../../src/cli/errors.js';
 import { closeContext, type LeaseholdContext, resolveContext } from '../../src/context.js';
 import { enqueue } from '../../src/operations/enqueue.js';
-import { claim } from '../../src/operations/leases.js';
+import { claim, complete } from '../../src/operations/leases.js';
 import { runCliInProcess } from '../support/cli-inprocess.js';
 import { dropSchema, migratedClient, testPool, uniqueSchema } from '../support/db.js';
 
@@ -45,9 +45,15 @@ describe('the CLI on a context', () => {
       expect(shown).toMatchObject({ id, status: 'cancelled' });
       expect(shown.history.map((event: { kind: string }) => event.kind)).toContain('cancelled');
       expect(await cli(['check', '--max-dead', '0'])).toMatchObject({ code: 0, stdout: 'ok\n' });
+      // A flag that sets a client option (prune's retention) applies to a context handed in too.
+      await enqueue(context, 'ctx-done', {});
+      const [done] = await claim(context, { queue: 'ctx-done', owner: 'w2' });
+      expect(await complete(context, done!)).toBe(true);
+      const pruned = await cli(['prune', '--succeeded-retention', '0', '--json']);
+      expect(JSON.parse(pruned.stdout)).toMatchObject({ succeeded: 1 });
 
       // Each command asked for its context with its own flags, and closing it left our pool open.
-      expect(opened).toHaveLength(5);
+      expect(opened).toHaveLength(6);
       expect(opened[0]).toMatchObject({ databaseUrl: nowhere[1] });
       const { rows } = await pool.query('SELECT 1 AS one');
       expect(rows).toEqual([{ one: 1 }]);

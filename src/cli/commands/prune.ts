@@ -50,11 +50,16 @@ Examples:
     const result = await withAdminContext(
       flags,
       open,
+      // The flag's retention, on a context handed in as on one resolved from the flags (which
+      // validates it as `new Leasehold({ succeededRetentionMs })` would).
       (context) =>
-        prune(context, {
-          ...(flags.batchSize !== undefined && { batchSize: flags.batchSize }),
-          ...(flags.limit !== undefined && { limit: flags.limit }),
-        }),
+        prune(
+          { ...context, succeededRetentionMs: flags.succeededRetention },
+          {
+            ...(flags.batchSize !== undefined && { batchSize: flags.batchSize }),
+            ...(flags.limit !== undefined && { limit: flags.limit }),
+          },
+        ),
       { succeededRetentionMs: flags.succeededRetention },
     );
     if (flags.json) printJson(result);
