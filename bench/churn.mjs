@@ -2,7 +2,8 @@
 // transaction pinning the xmin horizon for the whole run, reporting throughput per window and the
 // size of the jobs table and its indexes. Usage: node bench/churn.mjs [minutes per run, default 10]
 import pg from 'pg';
-import { Leasehold, startEmbeddedPostgres } from '../dist/index.js';
+import { Leasehold } from '../dist/index.js';
+import { openServer } from './lib/server.mjs';
 
 const MINUTES = Number(process.argv[2] ?? 10);
 if (!Number.isFinite(MINUTES) || MINUTES <= 0 || MINUTES > 120) {
@@ -93,8 +94,8 @@ async function churn(connectionString, pinned) {
   return { windows, samples };
 }
 
-const server = process.env.DATABASE_URL ? null : await startEmbeddedPostgres();
-const connectionString = process.env.DATABASE_URL ?? server.connectionString;
+const server = await openServer({ settings: {} });
+const { connectionString } = server;
 try {
   const normal = await churn(connectionString, false);
   const pinned = await churn(connectionString, true);
@@ -118,5 +119,5 @@ try {
     `\nPinned / normal median throughput: ${(median(pinned.windows) / median(normal.windows)).toFixed(2)}×`,
   );
 } finally {
-  await server?.stop();
+  await server.stop();
 }

@@ -13,8 +13,8 @@ import pg from 'pg';
 import { Leasehold } from '../dist/index.js';
 import { claimJobs } from '../dist/storage/claim.js';
 import { completeJobs } from '../dist/storage/complete.js';
-import { describeEnvironment, formatEnvironment, loadAverage } from './environment.mjs';
-import { openServer } from './server.mjs';
+import { describeEnvironment, formatEnvironment, loadAverage } from './lib/environment.mjs';
+import { openServer } from './lib/server.mjs';
 
 const { values: args } = parseArgs({
   options: {

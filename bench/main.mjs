@@ -1,12 +1,12 @@
 // `npm run bench`: Leasehold against a raw-SQL baseline (and, with --peers, graphile-worker and
 // pg-boss) on one PostgreSQL server in one run. Prints the environment, then one table.
 import pg from 'pg';
-import { describeEnvironment, formatEnvironment, loadAverage } from './environment.mjs';
-import { dropLeasehold, resetLeasehold } from './leasehold-schema.mjs';
-import { parseOptions } from './options.mjs';
-import { createRawSchema, RAW_SCHEMA } from './raw-sql.mjs';
-import { formatTable } from './report.mjs';
-import { openServer } from './server.mjs';
+import { describeEnvironment, formatEnvironment, loadAverage } from './lib/environment.mjs';
+import { dropLeasehold, resetLeasehold } from './lib/leasehold-schema.mjs';
+import { parseOptions } from './lib/options.mjs';
+import { createRawSchema, RAW_SCHEMA } from './lib/raw-sql.mjs';
+import { formatTable } from './lib/report.mjs';
+import { openServer } from './lib/server.mjs';
 import { measureDefaults } from './workloads/defaults.mjs';
 import { measureEnqueueMany, measureEnqueueOne } from './workloads/enqueue.mjs';
 import { measureLatency } from './workloads/latency.mjs';

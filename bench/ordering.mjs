@@ -1,13 +1,12 @@
 // Claim throughput with ordering keys and with per-key concurrency limits, as ratios to plain
 // claims. Standalone: `npm run build && node bench/ordering.mjs` (DATABASE_URL, or an embedded
 // server); `npm run bench` runs the same workload (bench/workloads/ordering.mjs).
-import { startEmbeddedPostgres } from '../dist/index.js';
+import { openServer } from './lib/server.mjs';
 import { measureOrdering } from './workloads/ordering.mjs';
 
-const external = process.env.DATABASE_URL;
-const server = external ? null : await startEmbeddedPostgres();
+const server = await openServer({ settings: {} });
 try {
-  const rates = await measureOrdering(external ?? server.connectionString);
+  const rates = await measureOrdering(server.connectionString);
   console.log('claim + complete, 20000 jobs, 4 claimers, batches of 100, median of 3');
   for (const [name, rate] of Object.entries(rates)) {
     console.log(
@@ -15,6 +14,6 @@ try {
     );
   }
 } finally {
-  await server?.stop();
+  await server.stop();
 }
 process.exit(0);

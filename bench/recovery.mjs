@@ -1,17 +1,17 @@
 // `npm run bench:recovery`: how long after a worker holding 10,000 jobs is SIGKILLed does a
 // surviving worker finish them all? (Issue 8: within 1.5 s with a 1 s lease.) A victim process
 // holds every job, an idle survivor process listens, the victim is killed with every lease set to
-// lapse 1 s later, and the bench polls finished_jobs every 10 ms (see recovery/run-once.mjs). Each scenario runs the survivor with other
-// settings; each is repeated, and the table gives medians with min–max. With --explain, also
-// prints EXPLAIN (ANALYZE, BUFFERS) of the recovery statement over that many expired leases.
+// lapse 1 s later, and the bench polls finished_jobs every 10 ms (see workloads/recovery/run-once.mjs).
+// Each scenario runs the survivor with other settings; each is repeated, and the table gives
+// medians with min–max. With --explain, also prints EXPLAIN (ANALYZE, BUFFERS) of the recovery statement over that many expired leases.
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { describeEnvironment, formatEnvironment, loadAverage } from './environment.mjs';
-import { explainRecovery } from './recovery/explain.mjs';
-import { liveChildren, RECOVERY_SCHEMA, runOnce } from './recovery/run-once.mjs';
-import { runWorkingVictim } from './recovery/run-working-victim.mjs';
-import { openServer } from './server.mjs';
-import { median } from './stats.mjs';
+import { describeEnvironment, formatEnvironment, loadAverage } from './lib/environment.mjs';
+import { openServer } from './lib/server.mjs';
+import { median } from './lib/stats.mjs';
+import { explainRecovery } from './workloads/recovery/explain.mjs';
+import { liveChildren, RECOVERY_SCHEMA, runOnce } from './workloads/recovery/run-once.mjs';
+import { runWorkingVictim } from './workloads/recovery/run-working-victim.mjs';
 
 const TARGET_MS = 1500;
 

@@ -3,7 +3,8 @@
 // completion of those 64 (median of many rounds), then prints EXPLAIN (ANALYZE, BUFFERS) of both
 // at the largest size. Uses DATABASE_URL, or an embedded PostgreSQL.
 import pg from 'pg';
-import { Leasehold, startEmbeddedPostgres } from '../dist/index.js';
+import { Leasehold } from '../dist/index.js';
+import { openServer } from './lib/server.mjs';
 
 const SIZES = (process.env.SCALE_SIZES ?? '1000,10000,100000,1000000').split(',').map(Number);
 const BATCH = 64;
@@ -87,8 +88,8 @@ async function explain(lh) {
   }
 }
 
-const server = process.env.DATABASE_URL ? null : await startEmbeddedPostgres();
-const connectionString = process.env.DATABASE_URL ?? server.connectionString;
+const server = await openServer({ settings: {} });
+const { connectionString } = server;
 const pool = new pg.Pool({ connectionString, max: 2 });
 const lh = new Leasehold({ connectionString, schema: SCHEMA, poolSize: 1 });
 try {
@@ -124,5 +125,5 @@ try {
   await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`).catch(() => {});
   await lh.close();
   await pool.end();
-  await server?.stop();
+  await server.stop();
 }

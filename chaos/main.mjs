@@ -5,7 +5,7 @@
 
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
-import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/environment.mjs';
+import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/lib/environment.mjs';
 import { Leasehold } from '../dist/index.js';
 import { check } from './checker.mjs';
 import { skewRecord } from './faults.mjs';

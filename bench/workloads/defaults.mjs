@@ -3,7 +3,7 @@
 // jobs and 10 ms jobs, at concurrency 1, 16 and 100. For each cell, every setting runs once per
 // repetition, interleaved, so a drifting machine spreads over all of them; the tuned reference is
 // the candidate with the best median, and the ratio is defaults' median over it.
-import { summarize } from '../stats.mjs';
+import { summarize } from '../lib/stats.mjs';
 import { measureProcessing } from './processing.mjs';
 
 const CONCURRENCIES = [1, 16, 100];

@@ -1,8 +1,8 @@
 // Workloads 1 and 2: enqueue throughput, Leasehold against raw INSERTs on the same server.
 // Repetitions rotate which side goes first, so no side always meets a warmer server.
 import pg from 'pg';
-import { benchClient, countLiveJobs, LEASEHOLD_QUEUE, resetLeasehold } from '../leasehold-schema.mjs';
-import { deadline, withTimeout } from '../limits.mjs';
+import { benchClient, countLiveJobs, LEASEHOLD_QUEUE, resetLeasehold } from '../lib/leasehold-schema.mjs';
+import { deadline, withTimeout } from '../lib/limits.mjs';
 import {
   countRawJobs,
   RAW_INSERT_MANY,
@@ -10,8 +10,8 @@ import {
   RAW_INSERT_ONE_NOTIFY,
   RAW_QUEUE,
   truncateRaw,
-} from '../raw-sql.mjs';
-import { summarize } from '../stats.mjs';
+} from '../lib/raw-sql.mjs';
+import { summarize } from '../lib/stats.mjs';
 
 const PAYLOAD = { kind: 'bench' };
 const PAYLOAD_JSON = JSON.stringify(PAYLOAD);

@@ -4,8 +4,8 @@
 // pause, so samples do not queue behind one another.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { benchClient, LEASEHOLD_QUEUE, resetLeasehold } from '../leasehold-schema.mjs';
-import { deadline, sleep, withTimeout } from '../limits.mjs';
+import { benchClient, LEASEHOLD_QUEUE, resetLeasehold } from '../lib/leasehold-schema.mjs';
+import { deadline, sleep, withTimeout } from '../lib/limits.mjs';
 import {
   RAW_CHANNEL,
   RAW_INSERT_ONE_NOTIFY,
@@ -13,8 +13,8 @@ import {
   rawClaim,
   rawComplete,
   truncateRaw,
-} from '../raw-sql.mjs';
-import { percentile } from '../stats.mjs';
+} from '../lib/raw-sql.mjs';
+import { percentile } from '../lib/stats.mjs';
 
 // The first samples pay for connecting and preparing statements; they are dropped on both sides.
 const WARMUP_SAMPLES = 10;

@@ -4,7 +4,7 @@
 // keys, at most 5 running per key. Workloads rotate over the rounds; medians are reported.
 import { performance } from 'node:perf_hooks';
 import { Leasehold } from '../../dist/index.js';
-import { summarize } from '../stats.mjs';
+import { summarize } from '../lib/stats.mjs';
 
 const CLAIMERS = 4;
 const BATCH = 100;

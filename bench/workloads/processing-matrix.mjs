@@ -2,7 +2,7 @@
 // the raw baseline always; with --peers, graphile-worker and pg-boss too. Repetitions interleave the
 // systems, so a drifting machine (a neighbour's load, a checkpoint) spreads over all of them.
 
-import { summarize } from '../stats.mjs';
+import { summarize } from '../lib/stats.mjs';
 import { loadSystem } from './processing/systems.mjs';
 import { measureProcessing } from './processing.mjs';
 

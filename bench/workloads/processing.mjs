@@ -3,7 +3,7 @@
 // run exactly once (handler calls across processes, and the table), or the bench fails.
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { deadline, sleep, withTimeout } from '../limits.mjs';
+import { deadline, sleep, withTimeout } from '../lib/limits.mjs';
 import { loadSystem } from './processing/systems.mjs';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./processing/worker-process.mjs', import.meta.url));

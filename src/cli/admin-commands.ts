@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { contextFromFlags, type OpenContext } from './admin.js';
 import { cancelCommand } from './commands/cancel.js';
 import { deadCommand } from './commands/dead-list.js';
 import { jobsCommand } from './commands/jobs-show.js';
@@ -9,16 +10,19 @@ import { replayCommand } from './commands/replay.js';
 import { resumeCommand } from './commands/resume.js';
 import type { Interrupt } from './interrupt.js';
 
-/** The operator's commands: inspect, replay, cancel, pause and prune. They use only the public client. */
-export function adminCommands(interrupt: Interrupt): Command[] {
+/**
+ * The operator's commands: inspect, replay, cancel, pause and prune. Each runs on a context from
+ * `open` and calls the public operation functions (src/operations/), as `Leasehold`'s methods do.
+ */
+export function adminCommands(interrupt: Interrupt, open: OpenContext = contextFromFlags): Command[] {
   return [
-    jobsCommand(),
-    deadCommand(),
-    replayCommand(interrupt),
-    cancelCommand(),
-    queuesCommand(),
-    pauseCommand(),
-    resumeCommand(),
-    pruneCommand(),
+    jobsCommand(open),
+    deadCommand(open),
+    replayCommand(interrupt, open),
+    cancelCommand(open),
+    queuesCommand(open),
+    pauseCommand(open),
+    resumeCommand(open),
+    pruneCommand(open),
   ];
 }

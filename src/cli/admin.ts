@@ -1,5 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { Leasehold, type LeaseholdOptions } from '../index.js';
+import type { LeaseholdOptions } from '../client-options.js';
+import { closeContext, type LeaseholdContext, resolveContext } from '../context.js';
 import { assertDatabaseUrl, type ConnectionFlags, givenDatabaseUrl } from './connection.js';
 import { assertMigrated, explainDatabaseError } from './database-errors.js';
 import { CliError } from './errors.js';
@@ -30,29 +31,64 @@ export function schemaOption(): Option {
     .default('leasehold');
 }
 
+/** Client options an admin command may set besides the connection and schema (e.g. `prune`'s retention). */
+export type AdminContextOptions = Omit<LeaseholdOptions, 'connectionString' | 'pool' | 'schema'>;
+
 /**
- * Runs `use` with a client on the database the flags name. Admin commands inspect and change an
- * existing queue, so unlike `work` they never start an embedded server: no URL is an error.
+ * Where an admin command gets its context. The binary resolves one from the flags
+ * (`contextFromFlags`); a program built around a context of its own (`createProgram`) hands it in.
  */
-export async function withAdminClient<T>(
-  flags: AdminFlags,
-  use: (lh: Leasehold) => Promise<T>,
-  options: Omit<LeaseholdOptions, 'connectionString' | 'pool' | 'schema'> = {},
-): Promise<T> {
+export type OpenContext = (flags: AdminFlags, options: AdminContextOptions) => LeaseholdContext;
+
+/**
+ * The context the flags name. Admin commands inspect and change an existing queue, so unlike `work`
+ * they never start an embedded server: no URL is an error.
+ */
+export function contextFromFlags(flags: AdminFlags, options: AdminContextOptions = {}): LeaseholdContext {
   const url = givenDatabaseUrl(flags);
   if (!url) throw new CliError('no database: give --database-url or set DATABASE_URL');
   assertDatabaseUrl(url);
-  const schema = flags.schema ?? 'leasehold';
-  const lh = new Leasehold({ poolSize: 2, ...options, connectionString: url, schema });
+  return resolveContext({
+    poolSize: 2,
+    ...options,
+    connectionString: url,
+    schema: flags.schema ?? 'leasehold',
+  });
+}
+
+/**
+ * Runs `use` on a context opened by `open` (by default from the flags), then closes it (its pool is
+ * ended only if the context created it). The command calls the operation functions on it, as
+ * `Leasehold`'s methods do; no client is built.
+ */
+export async function withAdminContext<T>(
+  flags: AdminFlags,
+  open: OpenContext,
+  use: (context: LeaseholdContext) => Promise<T>,
+  options: AdminContextOptions = {},
+): Promise<T> {
+  const context = open(flags, options);
   try {
-    // One look before anything starts: a server (dashboard, metrics) must not come up on a schema
-    // that is not there, and a command must not fail later with a missing-table error.
-    await assertMigrated(lh, schema);
-    return await use(lh);
-  } catch (err) {
-    throw explainDatabaseError(err, schema);
+    return await runAdminCommand(context, use);
   } finally {
-    await lh.close();
+    await closeContext(context);
+  }
+}
+
+/**
+ * Runs one admin command's work on `context`, with the CLI's reading of database failures.
+ * One look before anything starts: a server (dashboard, metrics) must not come up on a schema that
+ * is not there, and a command must not fail later with a missing-table error.
+ */
+export async function runAdminCommand<T>(
+  context: LeaseholdContext,
+  use: (context: LeaseholdContext) => Promise<T>,
+): Promise<T> {
+  try {
+    await assertMigrated(context.pool, context.schema);
+    return await use(context);
+  } catch (err) {
+    throw explainDatabaseError(err, context.schema);
   }
 }
 

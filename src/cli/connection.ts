@@ -1,6 +1,6 @@
 import { type Command, Option } from 'commander';
 import pg from 'pg';
-import { Leasehold } from '../index.js';
+import { closeContext, type LeaseholdContext, resolveContext } from '../context.js';
 import { startCommandServer } from './embedded-server.js';
 import { CliError, describeError } from './errors.js';
 import type { Interrupt } from './interrupt.js';
@@ -81,14 +81,22 @@ export function assertDatabaseUrl(url: string): void {
 }
 
 /**
- * Checks a schema name with the client's own validation, without connecting: the client is built
- * over a pool that never opens a connection. Bad input fails at once, before an embedded server
- * takes seconds to start.
+ * Checks a schema name with the client's own validation, without connecting: the context is
+ * resolved over a pool that never opens a connection. Bad input fails at once, before an embedded
+ * server takes seconds to start.
  */
-export async function withOfflineClient<T>(schema: string, use: (lh: Leasehold) => T): Promise<T> {
+export async function withOfflineContext<T>(
+  schema: string,
+  use: (context: LeaseholdContext) => T,
+): Promise<T> {
   const pool = new pg.Pool({ max: 1 });
   try {
-    return use(new Leasehold({ pool, schema }));
+    const context = resolveContext({ pool, schema });
+    try {
+      return use(context);
+    } finally {
+      await closeContext(context);
+    }
   } finally {
     await pool.end();
   }

@@ -1,4 +1,5 @@
-import { isLeaseholdError, type Leasehold } from '../index.js';
+import type pg from 'pg';
+import { isLeaseholdError } from '../errors.js';
 import { schemaVersion } from '../migrations/migrator.js';
 import { CliError } from './errors.js';
 
@@ -19,10 +20,10 @@ export function notMigrated(schema: string): CliError {
 }
 
 /** Refuses to go on when the schema was never migrated; translates a connection failure. */
-export async function assertMigrated(lh: Leasehold, schema: string): Promise<void> {
+export async function assertMigrated(pool: pg.Pool, schema: string): Promise<void> {
   let version: number;
   try {
-    version = await schemaVersion(lh.pool, schema);
+    version = await schemaVersion(pool, schema);
   } catch (err) {
     throw explainDatabaseError(err, schema);
   }

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
+import { contextFromFlags, type OpenContext } from './admin.js';
 import { adminCommands } from './admin-commands.js';
 import { checkCommand } from './commands/check.js';
 import { dashboardCommand } from './commands/dashboard.js';
@@ -9,8 +10,20 @@ import { migrateCommand } from './commands/migrate.js';
 import { workCommand } from './commands/work.js';
 import type { Interrupt } from './interrupt.js';
 
+/** What `createProgram` may be given besides the interrupt. */
+export interface ProgramOptions {
+  /**
+   * Where the commands that work on an existing queue (admin, check, metrics, dashboard) get their
+   * context. Default: resolved from `--database-url` and `--schema`.
+   */
+  openContext?: OpenContext;
+}
+
 /** The `leasehold` command line, with every command registered. */
-export function createProgram(interrupt: Interrupt): Command {
+export function createProgram(
+  interrupt: Interrupt,
+  { openContext = contextFromFlags }: ProgramOptions = {},
+): Command {
   const program = new Command('leasehold')
     .description('Leasehold: a PostgreSQL job queue built on expiring leases and fencing tokens')
     .version(packageVersion(), '-V, --version')
@@ -25,12 +38,12 @@ Examples:
   $ DATABASE_URL=postgres://app:secret@localhost:5432/app leasehold work ./jobs.mjs
   $ leasehold demo                 (starts a throwaway PostgreSQL of its own)`,
     );
-  for (const command of adminCommands(interrupt)) program.addCommand(command);
+  for (const command of adminCommands(interrupt, openContext)) program.addCommand(command);
   // Observability: health rules, Prometheus gauges and the web dashboard.
   program
-    .addCommand(checkCommand())
-    .addCommand(metricsCommand(interrupt))
-    .addCommand(dashboardCommand(interrupt));
+    .addCommand(checkCommand(openContext))
+    .addCommand(metricsCommand(interrupt, openContext))
+    .addCommand(dashboardCommand(interrupt, openContext));
   escapeParserErrors(program);
   return program;
 }

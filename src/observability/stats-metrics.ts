@@ -1,6 +1,8 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Leasehold } from '../client.js';
-import type { LeaseholdStats, StatsOptions } from '../operations/stats.js';
+import type { LeaseholdContext } from '../context.js';
+import { contextOf } from '../context-of.js';
+import { type LeaseholdStats, readStats, type StatsOptions } from '../operations/stats.js';
 
 /** Options of `createStatsMetrics`. */
 export interface StatsMetricsOptions {
@@ -22,16 +24,21 @@ const SHARE_MS = 1000;
  * Registers the database-derived gauges of `lh.stats()` (pending, running, dead, ages, leases near
  * expiry, lost fences, recent transitions) in a prom-client registry. Each scrape reads the stats
  * once: a bounded, index-served snapshot, safe every few seconds at a 1M-job backlog. A scrape that
- * cannot read them answers `leasehold_up 0` (and no queue series) rather than failing.
+ * cannot read them answers `leasehold_up 0` (and no queue series) rather than failing. Takes a
+ * client, or the resolved context of one (as the CLI's `leasehold metrics` does).
  */
-export function createStatsMetrics(lh: Leasehold, options: StatsMetricsOptions = {}): Registry {
+export function createStatsMetrics(
+  source: Leasehold | LeaseholdContext,
+  options: StatsMetricsOptions = {},
+): Registry {
+  const { pool, schema } = contextOf<LeaseholdContext>(source);
   const registry = options.registry ?? new Registry();
   let current: { readAt: number; stats: Promise<LeaseholdStats> } | null = null;
   // Every gauge's collect asks for the stats; the first one of a scrape reads them and the rest of
   // that scrape (within a second) share the answer, so a scrape costs one snapshot.
   const read = (): Promise<LeaseholdStats> => {
     if (!current || performance.now() - current.readAt > SHARE_MS) {
-      const stats = lh.stats(options.stats);
+      const stats = readStats(pool, schema, options.stats ?? {});
       // Reported once per read, not once per gauge that shares it.
       stats.catch((err: unknown) => options.onError?.(err));
       current = { readAt: performance.now(), stats };

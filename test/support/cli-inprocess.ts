@@ -2,7 +2,7 @@ import { type Command, CommanderError } from 'commander';
 import { vi } from 'vitest';
 import { CliError, describeError } from '../../src/cli/errors.js';
 import { Interrupt } from '../../src/cli/interrupt.js';
-import { createProgram } from '../../src/cli/program.js';
+import { createProgram, type ProgramOptions } from '../../src/cli/program.js';
 
 /** What a `leasehold` command run in this process printed, and the exit code the binary would give. */
 export interface CliRun {
@@ -15,12 +15,13 @@ export interface CliRun {
  * Runs `leasehold <args>` in this process through the program the binary builds, reporting errors
  * as src/cli/main.ts does (one line, `leasehold: ...`). For tests that need the commands' traffic
  * or output, not the process around them (test/support/cli-build.ts builds the real binary).
+ * `options` go to `createProgram` (e.g. a context for the commands to run on).
  */
-export async function runCliInProcess(args: string[]): Promise<CliRun> {
+export async function runCliInProcess(args: string[], options: ProgramOptions = {}): Promise<CliRun> {
   let stdout = '';
   let stderr = '';
   const interrupt = new Interrupt();
-  const program = createProgram(interrupt);
+  const program = createProgram(interrupt, options);
   const quiet = (command: Command) => {
     command.exitOverride();
     command.configureOutput({

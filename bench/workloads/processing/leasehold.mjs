@@ -7,7 +7,7 @@ import {
   LEASEHOLD_QUEUE,
   leaseholdStatusCounts,
   resetLeasehold,
-} from '../../leasehold-schema.mjs';
+} from '../../lib/leasehold-schema.mjs';
 
 export const label = 'Leasehold';
 const LOAD_BATCH = 5000;

@@ -2,7 +2,7 @@
 // a batch with the seed's SKIP LOCKED statement and completing it with one fenced UPDATE.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { sleep } from '../../limits.mjs';
+import { sleep } from '../../lib/limits.mjs';
 import {
   createRawSchema,
   RAW_INSERT_MANY,
@@ -12,7 +12,7 @@ import {
   rawComplete,
   rawStatusCounts,
   truncateRaw,
-} from '../../raw-sql.mjs';
+} from '../../lib/raw-sql.mjs';
 
 export const label = 'raw SQL';
 const LOAD_BATCH = 5000;

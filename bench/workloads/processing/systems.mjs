@@ -17,8 +17,8 @@ const SYSTEMS = {
   leasehold: () => import('./leasehold.mjs'),
   'leasehold-prefetch': () => import('./leasehold-prefetch.mjs'),
   raw: () => import('./raw.mjs'),
-  graphile: () => import('../../peers/graphile.mjs'),
-  pgboss: () => import('../../peers/pgboss.mjs'),
+  graphile: () => import('./graphile.mjs'),
+  pgboss: () => import('./pgboss.mjs'),
 };
 
 export function isSystemKey(key) {

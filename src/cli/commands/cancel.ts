@@ -1,13 +1,16 @@
 import { Command } from 'commander';
+import { cancel } from '../../operations/cancel.js';
 import {
   type AdminFlags,
   actorOption,
   addAdminOptions,
+  contextFromFlags,
   jobIdArgument,
+  type OpenContext,
   print,
   printJson,
   reasonOption,
-  withAdminClient,
+  withAdminContext,
 } from '../admin.js';
 
 interface CancelFlags extends AdminFlags {
@@ -16,7 +19,7 @@ interface CancelFlags extends AdminFlags {
 }
 
 /** `leasehold cancel <id>`: a pending or running job to `cancelled`. */
-export function cancelCommand(): Command {
+export function cancelCommand(open: OpenContext = contextFromFlags): Command {
   const command = new Command('cancel')
     .description(
       'cancel a pending or running job (a running job’s worker is fenced out: nothing it writes lands)',
@@ -33,8 +36,11 @@ Examples:
   $ leasehold cancel 42 --reason "duplicate of 41" --actor alice --json`,
   );
   command.action(async (id: string, flags: CancelFlags) => {
-    const result = await withAdminClient(flags, (lh) =>
-      lh.cancel(id, { reason: flags.reason, ...(flags.actor !== undefined && { actor: flags.actor }) }),
+    const result = await withAdminContext(flags, open, (context) =>
+      cancel(context.pool, context.schema, id, {
+        reason: flags.reason,
+        ...(flags.actor !== undefined && { actor: flags.actor }),
+      }),
     );
     if (flags.json) printJson(result);
     else print(`cancelled job ${result.id} (it was ${result.previousStatus})`);

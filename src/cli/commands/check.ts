@@ -1,6 +1,15 @@
 import { Command, InvalidArgumentError } from 'commander';
-import type { HealthRules } from '../../index.js';
-import { type AdminFlags, addAdminOptions, duration, print, printJson, withAdminClient } from '../admin.js';
+import { checkHealth, type HealthRules } from '../../operations/health.js';
+import {
+  type AdminFlags,
+  addAdminOptions,
+  contextFromFlags,
+  duration,
+  type OpenContext,
+  print,
+  printJson,
+  withAdminContext,
+} from '../admin.js';
 import { CliError } from '../errors.js';
 
 interface CheckFlags extends AdminFlags {
@@ -14,7 +23,7 @@ interface CheckFlags extends AdminFlags {
 }
 
 /** `leasehold check`: health rules for cron jobs and orchestrator probes; exits 1 when one fails. */
-export function checkCommand(): Command {
+export function checkCommand(open: OpenContext = contextFromFlags): Command {
   const command = new Command('check')
     .description('check queue health: exit 0 when every rule passes, 1 with one line per failed rule')
     .option(
@@ -53,7 +62,9 @@ Examples:
     if (Object.keys(rules).filter((key) => key !== 'queues').length === 0) {
       throw new CliError('give at least one rule, e.g. --max-oldest-age 5m or --max-dead 0');
     }
-    const report = await withAdminClient(flags, (lh) => lh.checkHealth(rules));
+    const report = await withAdminContext(flags, open, (context) =>
+      checkHealth(context.pool, context.schema, rules),
+    );
     if (flags.json) printJson(report);
     else if (report.ok) print('ok');
     else for (const failure of report.failures) print(`FAIL ${failure.rule}: ${failure.message}`);

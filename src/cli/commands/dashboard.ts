@@ -2,7 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { Command, Option } from 'commander';
 import { isLoopback } from '../../dashboard/security.js';
 import { startDashboard } from '../../index.js';
-import { type AdminFlags, addAdminOptions, positiveInt, withAdminClient } from '../admin.js';
+import {
+  type AdminFlags,
+  addAdminOptions,
+  contextFromFlags,
+  type OpenContext,
+  positiveInt,
+  withAdminContext,
+} from '../admin.js';
 import type { Interrupt } from '../interrupt.js';
 import { note } from '../log.js';
 
@@ -16,7 +23,7 @@ interface DashboardFlags extends AdminFlags {
 }
 
 /** `leasehold dashboard`: the web dashboard (queues, jobs, dead jobs with replay and cancel). */
-export function dashboardCommand(interrupt: Interrupt): Command {
+export function dashboardCommand(interrupt: Interrupt, open: OpenContext = contextFromFlags): Command {
   const command = new Command('dashboard')
     .description('serve the web dashboard: queues live, job history, dead jobs with replay and cancel')
     .option('--port <n>', 'port to listen on', positiveInt, 8080)
@@ -49,7 +56,7 @@ Examples:
     (then open http://queue.example.com:8080/?token=<the token> once; a cookie keeps it)`,
   );
   command.action(async (flags: DashboardFlags) => {
-    await withAdminClient(flags, async (lh) => {
+    await withAdminContext(flags, open, async (context) => {
       // A token by default on loopback: another user of this machine can reach it too. Anywhere
       // else the operator must choose one (a secret printed to a log is not one to expose widely).
       const generated =
@@ -57,7 +64,7 @@ Examples:
           ? randomBytes(24).toString('base64url')
           : undefined;
       const token = generated ?? (flags.token || undefined);
-      const dashboard = await startDashboard(lh, {
+      const dashboard = await startDashboard(context, {
         port: flags.port,
         host: flags.host,
         allowedHosts: flags.allowHost,

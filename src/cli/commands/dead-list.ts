@@ -1,12 +1,15 @@
 import { Command } from 'commander';
+import { listDead } from '../../operations/dead.js';
 import {
   type AdminFlags,
   addAdminOptions,
+  contextFromFlags,
   isoTime,
+  type OpenContext,
   positiveInt,
   print,
   printJson,
-  withAdminClient,
+  withAdminContext,
 } from '../admin.js';
 import { BUDGET_NOTE, formatAttempts, formatTable, formatTime, oneLine } from '../format.js';
 
@@ -19,7 +22,7 @@ interface DeadListFlags extends AdminFlags {
 }
 
 /** `leasehold dead list`: dead jobs, newest first, with why they died. */
-export function deadCommand(): Command {
+export function deadCommand(open: OpenContext = contextFromFlags): Command {
   const list = new Command('list')
     .description('list dead jobs, newest first, with their error summary (never their payloads)')
     .option('--queue <name>', 'only this queue')
@@ -37,8 +40,8 @@ Examples:
   $ leasehold dead list --queue emails --cursor <the cursor printed by the previous page>`,
   );
   list.action(async (flags: DeadListFlags) => {
-    const page = await withAdminClient(flags, (lh) =>
-      lh.listDead({
+    const page = await withAdminContext(flags, open, (context) =>
+      listDead(context.pool, context.schema, {
         ...(flags.queue !== undefined && { queue: flags.queue }),
         ...(flags.errorCode !== undefined && { errorCode: flags.errorCode }),
         ...(flags.before !== undefined && { before: flags.before }),

@@ -1,12 +1,15 @@
 import { Command } from 'commander';
-import type { JobEvent, JobWithHistory } from '../../index.js';
+import type { JobEvent, JobWithHistory } from '../../job-history.js';
+import { getJob } from '../../operations/jobs.js';
 import {
   type AdminFlags,
   addAdminOptions,
+  contextFromFlags,
   jobIdArgument,
+  type OpenContext,
   print,
   printJson,
-  withAdminClient,
+  withAdminContext,
 } from '../admin.js';
 import { CliError } from '../errors.js';
 import { deathBudget, formatAttempts, formatDuration, formatTable, formatTime, oneLine } from '../format.js';
@@ -16,7 +19,7 @@ interface ShowFlags extends AdminFlags {
 }
 
 /** `leasehold jobs show <id>`: one job and its history, in order. */
-export function jobsCommand(): Command {
+export function jobsCommand(open: OpenContext = contextFromFlags): Command {
   const show = new Command('show')
     .description('show a job and its history: every attempt, who held it, how it ended')
     .argument('<id>', 'the job id', jobIdArgument)
@@ -30,7 +33,9 @@ Examples:
   $ leasehold jobs show 42 --json | jq '.history[] | select(.kind == "dead")'`,
   );
   show.action(async (id: string, flags: ShowFlags) => {
-    const job = await withAdminClient(flags, (lh) => lh.getJob(id, { history: true }));
+    const job = (await withAdminContext(flags, open, (context) =>
+      getJob(context, id, { history: true }),
+    )) as JobWithHistory | null;
     if (!job) throw new CliError(`no job ${id} (never created, or removed by retention)`);
     const shown = flags.payload ? job : { ...job, payload: undefined };
     if (flags.json) printJson(shown);

@@ -3,8 +3,15 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { allowedHosts, hostAllowed, isLoopback, sameSecret } from '../../dashboard/security.js';
 import { ValidationError } from '../../errors.js';
-import { createStatsMetrics } from '../../index.js';
-import { type AdminFlags, addAdminOptions, positiveInt, withAdminClient } from '../admin.js';
+import { createStatsMetrics } from '../../observability/stats-metrics.js';
+import {
+  type AdminFlags,
+  addAdminOptions,
+  contextFromFlags,
+  type OpenContext,
+  positiveInt,
+  withAdminContext,
+} from '../admin.js';
 import { describeError } from '../errors.js';
 import type { Interrupt } from '../interrupt.js';
 import { note } from '../log.js';
@@ -16,7 +23,7 @@ interface MetricsFlags extends AdminFlags {
 }
 
 /** `leasehold metrics`: serves the database gauges of `lh.stats()` at /metrics for Prometheus. */
-export function metricsCommand(interrupt: Interrupt): Command {
+export function metricsCommand(interrupt: Interrupt, open: OpenContext = contextFromFlags): Command {
   const command = new Command('metrics')
     .description(
       'serve the queue gauges (pending, running, dead, ages, lost fences) at /metrics for Prometheus',
@@ -52,8 +59,8 @@ Examples:
       // Queue names and backlog sizes are not for anyone on the network to read.
       throw new ValidationError('token', `metrics bound to ${flags.host} must require a token (--token)`);
     }
-    await withAdminClient(flags, async (lh) => {
-      const registry = createStatsMetrics(lh, {
+    await withAdminContext(flags, open, async (context) => {
+      const registry = createStatsMetrics(context, {
         onError: (err) => note(`metrics: could not read the queue statistics: ${describeError(err)}`),
       });
       let hosts: ReadonlySet<string> = new Set();

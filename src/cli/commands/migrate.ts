@@ -1,12 +1,13 @@
 import { Command } from 'commander';
-import { Leasehold, type MigrateResult } from '../../index.js';
+import { closeContext, resolveContext } from '../../context.js';
+import { type MigrateResult, migrate } from '../../migrations/migrator.js';
 import {
   addConnectionOptions,
   type ConnectionFlags,
   chosenDatabase,
   databaseUrlOf,
   withDatabase,
-  withOfflineClient,
+  withOfflineContext,
 } from '../connection.js';
 import { explainDatabaseError } from '../database-errors.js';
 import type { Interrupt } from '../interrupt.js';
@@ -18,11 +19,11 @@ interface MigrateFlags extends ConnectionFlags {
 
 /** Brings a schema to the latest version on an open database; returns what was applied. */
 export async function migrateSchema(connectionString: string, schema: string): Promise<MigrateResult> {
-  const lh = new Leasehold({ connectionString, schema, poolSize: 1 });
+  const context = resolveContext({ connectionString, schema, poolSize: 1 });
   try {
-    return await lh.migrate();
+    return await migrate(context.pool, context.schema);
   } finally {
-    await lh.close();
+    await closeContext(context);
   }
 }
 
@@ -48,7 +49,7 @@ Examples:
   );
   command.action(async (flags: MigrateFlags) => {
     const schema = flags.schema ?? 'leasehold';
-    await withOfflineClient(schema, () => undefined);
+    await withOfflineContext(schema, () => undefined);
     const result = await withDatabase(databaseUrlOf(chosenDatabase(flags)), interrupt, (connectionString) =>
       migrateSchema(connectionString, schema),
     ).catch((err: unknown) => {

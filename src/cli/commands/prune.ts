@@ -1,13 +1,16 @@
 import { Command, Option } from 'commander';
-import { DEFAULT_SUCCEEDED_RETENTION_MS } from '../../index.js';
+import { DEFAULT_SUCCEEDED_RETENTION_MS } from '../../defaults.js';
+import { prune } from '../../operations/prune.js';
 import {
   type AdminFlags,
   addAdminOptions,
+  contextFromFlags,
   duration,
+  type OpenContext,
   positiveInt,
   print,
   printJson,
-  withAdminClient,
+  withAdminContext,
 } from '../admin.js';
 
 interface PruneFlags extends AdminFlags {
@@ -17,7 +20,7 @@ interface PruneFlags extends AdminFlags {
 }
 
 /** `leasehold prune`: one retention pass now. */
-export function pruneCommand(): Command {
+export function pruneCommand(open: OpenContext = contextFromFlags): Command {
   const command = new Command('prune')
     .description(
       'remove succeeded jobs past their retention, and dead or cancelled jobs past their queue’s dead retention (leaving a tombstone)',
@@ -44,13 +47,19 @@ Examples:
   $ leasehold prune --succeeded-retention 15m --json`,
   );
   command.action(async (flags: PruneFlags) => {
-    const result = await withAdminClient(
+    const result = await withAdminContext(
       flags,
-      (lh) =>
-        lh.prune({
-          ...(flags.batchSize !== undefined && { batchSize: flags.batchSize }),
-          ...(flags.limit !== undefined && { limit: flags.limit }),
-        }),
+      open,
+      // The flag's retention, on a context handed in as on one resolved from the flags (which
+      // validates it as `new Leasehold({ succeededRetentionMs })` would).
+      (context) =>
+        prune(
+          { ...context, succeededRetentionMs: flags.succeededRetention },
+          {
+            ...(flags.batchSize !== undefined && { batchSize: flags.batchSize }),
+            ...(flags.limit !== undefined && { limit: flags.limit }),
+          },
+        ),
       { succeededRetentionMs: flags.succeededRetention },
     );
     if (flags.json) printJson(result);

@@ -1,9 +1,19 @@
 import { Command } from 'commander';
-import { type AdminFlags, addAdminOptions, print, printJson, withAdminClient } from '../admin.js';
+import { blockedKeys } from '../../operations/ordering.js';
+import { queueSummaries } from '../../operations/queues.js';
+import {
+  type AdminFlags,
+  addAdminOptions,
+  contextFromFlags,
+  type OpenContext,
+  print,
+  printJson,
+  withAdminContext,
+} from '../admin.js';
 import { formatDuration, formatTable } from '../format.js';
 
 /** `leasehold queues`: every queue at a glance. */
-export function queuesCommand(): Command {
+export function queuesCommand(open: OpenContext = contextFromFlags): Command {
   const command = new Command('queues').description(
     "list queues: pending, running and dead jobs, the age of the oldest claimable job, owner, paused, and 'no worker' when claimable work has waited over a minute with no job running",
   );
@@ -18,8 +28,10 @@ Examples:
   $ leasehold queues --blocked`,
   );
   command.action(async (flags: AdminFlags & { blocked?: boolean }) => {
-    if (flags.blocked) return printBlockedKeys(flags);
-    const queues = await withAdminClient(flags, (lh) => lh.listQueues());
+    if (flags.blocked) return printBlockedKeys(flags, open);
+    const queues = await withAdminContext(flags, open, (context) =>
+      queueSummaries(context.pool, context.schema, undefined),
+    );
     if (flags.json) return printJson(queues);
     if (queues.length === 0) return print('no queues yet');
     const rows = queues.map((q) => [
@@ -37,8 +49,10 @@ Examples:
 }
 
 // Keys whose head job is dead: later jobs of the key wait until it is replayed or skipped.
-async function printBlockedKeys(flags: AdminFlags): Promise<void> {
-  const keys = await withAdminClient(flags, (lh) => lh.blockedKeys());
+async function printBlockedKeys(flags: AdminFlags, open: OpenContext): Promise<void> {
+  const keys = await withAdminContext(flags, open, (context) =>
+    blockedKeys(context.pool, context.schema, {}),
+  );
   if (flags.json) return printJson(keys);
   if (keys.length === 0) return print('no blocked ordering keys');
   const rows = keys.map((k) => [

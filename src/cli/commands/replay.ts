@@ -1,17 +1,20 @@
 import cliProgress from 'cli-progress';
 import { Command, Option } from 'commander';
-import type { ReplayFilter, ReplayOptions } from '../../index.js';
+import type { ReplayFilter, ReplayOptions } from '../../operations/replay.js';
+import { replay } from '../../operations/replay.js';
 import {
   type AdminFlags,
   actorOption,
   addAdminOptions,
+  contextFromFlags,
   isoTime,
   jobIdList,
+  type OpenContext,
   positiveInt,
   print,
   printJson,
   reasonOption,
-  withAdminClient,
+  withAdminContext,
 } from '../admin.js';
 import { CliError } from '../errors.js';
 import type { Interrupt } from '../interrupt.js';
@@ -29,7 +32,7 @@ interface ReplayFlags extends AdminFlags {
 }
 
 /** `leasehold replay`: dead jobs back to pending, by id or by filter, with a progress bar. */
-export function replayCommand(interrupt: Interrupt): Command {
+export function replayCommand(interrupt: Interrupt, open: OpenContext = contextFromFlags): Command {
   const command = new Command('replay')
     .description(
       'return dead jobs to pending with the same id and a fresh attempt budget, keeping their history',
@@ -80,7 +83,9 @@ Examples:
       retryUncertainEffects: flags.retryUncertainEffects === true,
     };
     if (!byFilter) {
-      const result = await withAdminClient(flags, (lh) => lh.replay(ids, options));
+      const result = await withAdminContext(flags, open, (context) =>
+        replay(context.pool, context.schema, ids, options),
+      );
       if (flags.json) printJson(result);
       else print(`replayed ${result.replayed} job(s): ${result.ids?.join(', ')}`);
       return;
@@ -94,8 +99,8 @@ Examples:
           );
     let barStarted = false;
     try {
-      const result = await withAdminClient(flags, (lh) =>
-        lh.replay(filter, {
+      const result = await withAdminContext(flags, open, (context) =>
+        replay(context.pool, context.schema, filter, {
           ...options,
           ...(flags.batchSize !== undefined && { batchSize: flags.batchSize }),
           onProgress: ({ replayed, total }) => {

@@ -1,8 +1,17 @@
 import { Command } from 'commander';
-import { type AdminFlags, addAdminOptions, print, printJson, withAdminClient } from '../admin.js';
+import { setQueuePaused } from '../../operations/queue-settings.js';
+import {
+  type AdminFlags,
+  addAdminOptions,
+  contextFromFlags,
+  type OpenContext,
+  print,
+  printJson,
+  withAdminContext,
+} from '../admin.js';
 
 /** `leasehold resume <queue>`: let a paused queue be claimed again. */
-export function resumeCommand(): Command {
+export function resumeCommand(open: OpenContext = contextFromFlags): Command {
   const command = new Command('resume')
     .description('resume a paused queue: its jobs are claimed again')
     .argument('<queue>', 'the queue name');
@@ -12,7 +21,7 @@ export function resumeCommand(): Command {
     '\nExamples:\n  $ leasehold resume emails\n  $ leasehold resume emails --json',
   );
   command.action(async (queue: string, flags: AdminFlags) => {
-    const settings = await withAdminClient(flags, (lh) => lh.resumeQueue(queue));
+    const settings = await withAdminContext(flags, open, (context) => setQueuePaused(context, queue, false));
     if (flags.json) printJson(settings);
     else print(`queue ${settings.name} resumed`);
   });

@@ -1,12 +1,15 @@
 import { Command } from 'commander';
-import { Leasehold, WORKER_DEFAULTS, type Worker } from '../../index.js';
+import { closeContext, type LeaseholdContext, resolveContext } from '../../context.js';
+import { migrate } from '../../migrations/migrator.js';
+import { WORKER_DEFAULTS } from '../../runtime/options.js';
+import { Worker } from '../../runtime/worker.js';
 import {
   addConnectionOptions,
   type ConnectionFlags,
   chosenDatabase,
   databaseUrlOf,
   withDatabase,
-  withOfflineClient,
+  withOfflineContext,
 } from '../connection.js';
 import { explainDatabaseError } from '../database-errors.js';
 import { CliError } from '../errors.js';
@@ -29,29 +32,39 @@ export async function runWorker(
   schema: string,
   interrupt: Interrupt,
 ): Promise<void> {
-  const lh = new Leasehold({ connectionString, schema });
+  const context = resolveContext({ connectionString, schema });
   try {
-    const worker = lh.worker({ ...module.options, queues: module.queues, handleSignals: true });
-    const migrated = await lh.migrate();
-    note(`schema ${schema} at version ${migrated.version}`);
-    for (const notice of migrated.notices) note(notice);
-    if (interrupt.received) return;
-    await worker.start();
-    note(
-      `worker ${worker.owner} started on ${Object.keys(module.queues).join(', ')}; stop it with SIGTERM or Ctrl-C`,
-    );
-    const stopLogging = logWorkerActivity(worker);
-    try {
-      const signal = await interrupt.wait();
-      note(`${signal}: stopping; running jobs get up to ${shutdownTimeoutMs(module)} ms to finish`);
-      await stopWithin(worker, shutdownTimeoutMs(module) + STOP_GRACE_MS);
-    } finally {
-      stopLogging();
-    }
-    note(`stopped: ${formatCounters(worker.counters, worker.activeCount)}`);
+    await runWorkerOn(context, module, interrupt);
   } finally {
-    await lh.close();
+    await closeContext(context);
   }
+}
+
+/** `runWorker` on a context already resolved (the worker is built from it, never from a client). */
+export async function runWorkerOn(
+  context: LeaseholdContext,
+  module: WorkerModule,
+  interrupt: Interrupt,
+): Promise<void> {
+  const schema = context.schema;
+  const worker = new Worker(context, { ...module.options, queues: module.queues, handleSignals: true });
+  const migrated = await migrate(context.pool, schema);
+  note(`schema ${schema} at version ${migrated.version}`);
+  for (const notice of migrated.notices) note(notice);
+  if (interrupt.received) return;
+  await worker.start();
+  note(
+    `worker ${worker.owner} started on ${Object.keys(module.queues).join(', ')}; stop it with SIGTERM or Ctrl-C`,
+  );
+  const stopLogging = logWorkerActivity(worker);
+  try {
+    const signal = await interrupt.wait();
+    note(`${signal}: stopping; running jobs get up to ${shutdownTimeoutMs(module)} ms to finish`);
+    await stopWithin(worker, shutdownTimeoutMs(module) + STOP_GRACE_MS);
+  } finally {
+    stopLogging();
+  }
+  note(`stopped: ${formatCounters(worker.counters, worker.activeCount)}`);
 }
 
 /** `leasehold work <module>`: runs the handlers a module exports. */
@@ -78,8 +91,9 @@ Example:
     const schema = flags.schema ?? 'leasehold';
     const module = await loadWorkerModule(path);
     // Validates every option (with suggestions for typos) before a database is involved.
-    await withOfflineClient(schema, (lh) =>
-      lh.worker({ ...module.options, queues: module.queues, handleSignals: false }),
+    await withOfflineContext(
+      schema,
+      (context) => new Worker(context, { ...module.options, queues: module.queues, handleSignals: false }),
     );
     await withDatabase(databaseUrlOf(chosenDatabase(flags)), interrupt, (connectionString) =>
       runWorker(module, connectionString, schema, interrupt),

@@ -2,7 +2,7 @@
 // interpolated into SQL here. Between runs the schema is dropped and migrated afresh, so the bench
 // does not need to know every table the library keeps; it reads only `jobs` and, where the library
 // has it, `finished_jobs` (where succeeded jobs go once completed).
-import { Leasehold } from '../dist/index.js';
+import { Leasehold } from '../../dist/index.js';
 
 export const LEASEHOLD_SCHEMA = 'bench_leasehold';
 export const LEASEHOLD_QUEUE = 'bench';

@@ -9,7 +9,7 @@
 //           (see run-once.mjs for why).
 // survivor: the same queues with a no-op handler and the settings under test.
 // The child exits by itself if the parent goes away or its own time limit passes.
-import { Leasehold } from '../../dist/index.js';
+import { Leasehold } from '../../../dist/index.js';
 
 const role = process.argv[2];
 if (role !== 'victim' && role !== 'survivor' && role !== 'working-victim') {

@@ -13,7 +13,7 @@
 // repetition.
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Leasehold } from '../../dist/index.js';
+import { Leasehold } from '../../../dist/index.js';
 
 export const RECOVERY_SCHEMA = 'bench_recovery';
 const S = RECOVERY_SCHEMA;

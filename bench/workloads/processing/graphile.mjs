@@ -3,7 +3,7 @@
 // completions/failures batched on the next tick. Completed jobs are deleted by graphile-worker, so
 // "every job succeeded" is an empty jobs table plus exactly one handler call per job.
 import pg from 'pg';
-import { installedVersion } from './package-version.mjs';
+import { installedVersion } from '../../lib/package-version.mjs';
 
 const SCHEMA = 'bench_graphile'; // a constant: the only identifier interpolated into SQL here
 const TASK = 'bench_noop';

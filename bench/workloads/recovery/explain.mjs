@@ -3,7 +3,7 @@
 // N in one statement, each in a transaction rolled back so both see the same N expired rows. The
 // table is analyzed while every lease is still live and not after they lapse, as after a real
 // crash: the planner then expects (almost) no expired lease.
-import { Leasehold } from '../../dist/index.js';
+import { Leasehold } from '../../../dist/index.js';
 
 const SCHEMA = 'bench_recovery_explain';
 

@@ -3,7 +3,7 @@
 // process, and burst mode (fetch again at once while batches come back full). Completed jobs stay
 // in pg-boss's job table in state 'completed'. Each repetition uses a queue of its own.
 import { randomBytes } from 'node:crypto';
-import { installedVersion } from './package-version.mjs';
+import { installedVersion } from '../../lib/package-version.mjs';
 
 const SCHEMA = 'bench_pgboss'; // a constant: the only identifier interpolated into SQL here
 const LOAD_BATCH = 1000;
