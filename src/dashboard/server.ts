@@ -66,7 +66,11 @@ export async function startDashboard(
   source: Leasehold | LeaseholdContext,
   options: DashboardOptions = {},
 ): Promise<Dashboard> {
-  rejectUnknownOptions(options, ['port', 'host', 'token', 'actor', 'allowedHosts', 'trustProxy', 'tls'], 'options');
+  rejectUnknownOptions(
+    options,
+    ['port', 'host', 'token', 'actor', 'allowedHosts', 'trustProxy', 'tls'],
+    'options',
+  );
   const lh = dashboardApi(contextOf(source));
   const host = options.host ?? '127.0.0.1';
   const token = options.token;
