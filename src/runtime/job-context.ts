@@ -1,6 +1,8 @@
 import type pg from 'pg';
+import { ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
+import { rejectUnknownOptions } from '../unknown-options.js';
 import { type EffectSpec, runEffect } from './effects.js';
 import { SnoozeError } from './job-errors.js';
 import {
@@ -60,6 +62,24 @@ export interface JobContext {
    * or neither (exactly-once effects on your own tables). See `JobTransaction`.
    */
   readonly transaction: JobTransaction;
+}
+
+// The `with` of job.transaction's options, checked: an adapter from leasehold/kysely, /knex...
+function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
+  if (typeof options !== 'object' || options === null) {
+    throw new ValidationError(
+      'options',
+      'must be { with: adapter } (from leasehold/kysely, leasehold/knex...)',
+    );
+  }
+  rejectUnknownOptions(options, ['with'], 'options');
+  if (typeof options.with?.transaction !== 'function') {
+    throw new ValidationError(
+      'options.with',
+      'must be an adapter such as kyselyAdapter(db) from leasehold/kysely',
+    );
+  }
+  return options.with;
 }
 
 /** Where a job's effects are recorded, and the pool its own transactions check out from. */
@@ -196,9 +216,14 @@ export class ActiveJob implements JobContext {
       },
       lostLease: () => this.abort('lease-lost'),
     };
-    this.transaction = (<Tx, T>(fn: (tx: Tx) => Promise<T> | T, options?: JobTransactionOptions<Tx>) => {
+    this.transaction = (async <Tx, T>(
+      fn: (tx: Tx) => Promise<T> | T,
+      options?: JobTransactionOptions<Tx>,
+    ) => {
       ownPool ??= poolTransactions(store.pool);
-      const adapter = (options?.with ?? ownPool) as TransactionAdapter<Tx>;
+      const adapter = (
+        options === undefined ? ownPool : transactionAdapter(options)
+      ) as TransactionAdapter<Tx>;
       return runJobTransaction(host, fn, adapter);
     }) as JobTransaction;
   }

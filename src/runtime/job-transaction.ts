@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { LeaseholdError, LeaseLostError } from '../errors.js';
+import { LeaseholdError, LeaseLostError, ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import { completeJobs } from '../storage/complete.js';
 import { guardCheckedOut, type Queryable } from '../storage/db.js';
@@ -89,7 +89,8 @@ export async function runJobTransaction<Tx, T>(
   fn: (tx: Tx) => Promise<T> | T,
   adapter: TransactionAdapter<Tx>,
 ): Promise<T> {
-  if (typeof fn !== 'function') throw new LeaseholdError('VALIDATION', 'job.transaction takes a function');
+  if (typeof fn !== 'function')
+    throw new ValidationError('fn', 'job.transaction takes a function (tx) => ...');
   if (host.reported || host.transacting) {
     throw new LeaseholdError(
       'JOB_STATE',

@@ -190,4 +190,21 @@ describe('job.transaction', () => {
     expect(outcomes).toEqual(['completed']);
     expect(codes).toEqual(['JOB_STATE']);
   });
+
+  it('refuses a bad callback or adapter with a ValidationError, writing nothing, and the job still completes', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const codes: unknown[] = [];
+    const note = (err: { code?: string; field?: string }) => codes.push(`${err.code}:${err.field}`);
+    const { worker, outcomes } = run(lh, async (job) => {
+      await job.transaction(42 as never).catch(note);
+      await job.transaction(() => undefined, { with: {} } as never).catch(note);
+      await job.transaction(() => undefined, { wiht: {} } as never).catch(note);
+    });
+    const { id } = await lh.enqueue('tx', {});
+    await started(worker);
+    await waitFor(() => outcomes.length === 1, { what: 'one outcome' });
+    expect(codes).toEqual(['VALIDATION:fn', 'VALIDATION:options.with', 'VALIDATION:options.wiht']);
+    expect(outcomes).toEqual(['completed']);
+    expect((await lh.getJob(id))?.status).toBe('succeeded');
+  });
 });
