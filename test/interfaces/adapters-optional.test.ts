@@ -45,4 +45,25 @@ describe('adapter libraries are optional', () => {
     expect(seen).toContain('kysely');
     expect((await loadedBy(dist('adapters/drizzle.js'))).seen).toContain('drizzle-orm');
   });
+
+  it('each adapter is a subpath export of the package (package.json exports, built under dist/adapters)', async () => {
+    const root = fileURLToPath(new URL('../..', import.meta.url));
+    const script = `
+      const names = {};
+      for (const sub of ['kysely', 'knex', 'drizzle', 'postgres-js', 'prisma']) {
+        names[sub] = Object.keys(await import('leasehold/' + sub)).sort();
+      }
+      console.log(JSON.stringify(names));`;
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: root,
+      timeout: 30_000,
+    });
+    expect(JSON.parse(stdout)).toEqual({
+      kysely: ['fromKysely', 'kyselyAdapter'],
+      knex: ['fromKnex', 'knexAdapter', 'knexBindings'],
+      drizzle: ['drizzleAdapter', 'drizzleStatement', 'fromDrizzle'],
+      'postgres-js': ['fromPostgresJs', 'postgresJsAdapter', 'postgresJsText'],
+      prisma: ['fromPrisma', 'prismaAdapter'],
+    });
+  });
 });
