@@ -186,19 +186,28 @@ export async function check(db, settings) {
       SELECT t.job_id, count(*) AS n, count(*) FILTER (WHERE t.token = f.lease_token) AS same_claim
       FROM chaos.txn_effects t LEFT JOIN leasehold.finished_jobs f ON f.id = t.job_id GROUP BY t.job_id
     ),
+    bumps AS (
+      SELECT c.job_id, c.n, (c.token = f.lease_token) AS same_claim, f.id IS NULL AS orphan
+      FROM chaos.counters c LEFT JOIN leasehold.finished_jobs f ON f.id = c.job_id
+    ),
     done AS (
-      SELECT f.id, a.mode, coalesce(c.effect_calls, 0) AS effect_calls, coalesce(c.plain_calls, 0) AS plain_calls,
+      SELECT f.id, a.mode, coalesce(b.n, 0) AS bumps, coalesce(b.same_claim, false) AS bump_same, coalesce(c.effect_calls, 0) AS effect_calls, coalesce(c.plain_calls, 0) AS plain_calls,
              coalesce(t.n, 0) AS txn_n, coalesce(t.same_claim, 0) AS txn_same, d.job_id IS NOT NULL AS applied
       FROM leasehold.finished_jobs f
       JOIN chaos.acked a ON a.job_id = f.id
       LEFT JOIN calls c ON c.job_id = f.id
       LEFT JOIN txn_writes t ON t.job_id = f.id
+      LEFT JOIN bumps b ON b.job_id = f.id
       LEFT JOIN (SELECT DISTINCT job_id FROM chaos.downstream_applied) d ON d.job_id = f.id
     )
     SELECT count(*) FILTER (WHERE mode = 'txn')::int AS txn_jobs,
       count(*) FILTER (WHERE mode = 'txn' AND (txn_n <> 1 OR txn_same <> 1))::int AS txn_not_once,
       (SELECT count(*) FROM txn_writes t WHERE NOT EXISTS (
          SELECT 1 FROM leasehold.finished_jobs f WHERE f.id = t.job_id))::int AS txn_orphans,
+      count(*) FILTER (WHERE mode = 'counter')::int AS counter_jobs,
+      count(*) FILTER (WHERE mode = 'counter' AND (bumps <> 1 OR NOT bump_same))::int AS counter_not_once,
+      (SELECT coalesce(sum(n), 0) FROM bumps)::int AS counter_total,
+      (SELECT count(*) FROM bumps WHERE orphan)::int AS counter_orphans,
       count(*) FILTER (WHERE mode = 'effect')::int AS ledger_jobs,
       count(*) FILTER (WHERE mode = 'effect' AND effect_calls <> 1)::int AS ledger_not_once,
       count(*) FILTER (WHERE mode = 'plain')::int AS plain_jobs,
@@ -307,7 +316,7 @@ async function createViews(db) {
       WHERE f.kind IN ('kill', 'sweeps') AND f.target = split_part(r.owner, '-', 1) AND f.healed_at >= r.started_at
       ORDER BY f.injected_at LIMIT 1) k ON e.job_id IS NULL;
     CREATE INDEX ON chaos.executions (job_id, token);
-    ANALYZE chaos.executions, chaos.acked, chaos.faults, chaos.acks, chaos.downstream_calls, chaos.txn_effects;`);
+    ANALYZE chaos.executions, chaos.acked, chaos.faults, chaos.acks, chaos.downstream_calls, chaos.txn_effects, chaos.counters;`);
 }
 
 function mapInts(row) {

@@ -132,6 +132,7 @@ async function main() {
       durationMs: options.durationS * 1000,
       rng: seededRandom(options.seed * 2),
       maxAttempts: options.maxAttempts,
+      counterPct: options.counterPct,
       shouldStop: () => false,
       log,
     }).then((result) => {

@@ -17,6 +17,8 @@ const INTEGER_FLAGS = {
   'drain-timeout-s': [180, 10, 3600],
   'tolerance-ms': [250, 0, 10_000],
   seed: [1, 0, 2 ** 31 - 1],
+  // Percent of the worker's plain jobs that bump a per-job counter in job.transaction instead.
+  'counter-pct': [10, 0, 100],
 };
 
 const USAGE = `Usage: npm run chaos -- [flags]
@@ -28,7 +30,9 @@ ${Object.entries(INTEGER_FLAGS)
 Jobs are enqueued evenly over --duration-s; faults run one scheduled round, then at random
 until the last job is enqueued. With 'skew' two of the workers run with their clock 10 minutes
 ahead and behind. The harness always starts its own PostgreSQL (it must crash and restart it);
-DATABASE_URL is ignored. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
+DATABASE_URL is ignored. --counter-pct 100 makes every worker job (all but the
+hand-completed and effects-ledger ones) bump its own counter row in job.transaction: the checker
+then proves the counter total equals the number of those jobs, each row bumped exactly once. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
 
 /** Parses argv (without node and script) into options; exits with usage on a bad flag. */
 export function parseOptions(argv) {

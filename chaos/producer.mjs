@@ -8,19 +8,20 @@ const TICK_MS = 50;
 const MAX_BATCH = 200;
 
 /** The job mix: which queue, mode, delay and work time a job gets. */
-export function makeJob(rng) {
+export function makeJob(rng, counterPct = 0) {
   const roll = rng();
   const workMs = rng() < 0.9 ? 2 + Math.floor(rng() * 18) : 100 + Math.floor(rng() * 300);
   // Jobs completed by hand run longer, so that a paused claimer is often caught inside one.
   if (roll < 0.05) return { queue: 'chaos_txn', payload: { mode: 'txn', workMs: 150 + workMs }, delayMs: 0 };
-  const mode = roll < 0.15 ? 'effect' : 'plain';
+  // Counter jobs take a share of the plain ones, from the same roll: the seed's job mix is otherwise unchanged.
+  const mode = roll < 0.15 ? 'effect' : (roll - 0.15) / 0.85 < counterPct / 100 ? 'counter' : 'plain';
   // A few jobs are scheduled in the future: none may start before its time, whatever a worker's clock says.
   const delayMs = rng() < 0.03 ? 500 + Math.floor(rng() * 2500) : 0;
   return { queue: 'chaos', payload: { mode, workMs }, delayMs };
 }
 
 /** Produces `jobs` jobs over `durationMs`; resolves with what was acknowledged and every error seen. */
-export async function produce({ lh, jobs, durationMs, rng, maxAttempts, shouldStop, log }) {
+export async function produce({ lh, jobs, durationMs, rng, maxAttempts, shouldStop, log, counterPct = 0 }) {
   const acked = []; // { id, queue, mode, delayMs }
   const errors = { total: 0, untyped: 0, samples: [] };
   let slowestMs = 0;
@@ -30,7 +31,7 @@ export async function produce({ lh, jobs, durationMs, rng, maxAttempts, shouldSt
   while (acked.length < jobs && !shouldStop()) {
     const due = Math.min(jobs, Math.ceil((jobs * (performance.now() - startedAt)) / durationMs));
     while (made < due) {
-      pending.push(makeJob(rng));
+      pending.push(makeJob(rng, counterPct));
       made++;
     }
     if (pending.length === 0) {

@@ -95,6 +95,14 @@ export function invariants(facts, run) {
       effects.txn_not_once + effects.txn_orphans === 0,
     ),
     rule(
+      'job.transaction counter: total minus counter jobs, rows not bumped exactly once, orphans',
+      `${effects.counter_total - effects.counter_jobs} / ${effects.counter_not_once} / ${effects.counter_orphans}`,
+      '0 / 0 / 0',
+      effects.counter_total === effects.counter_jobs &&
+        effects.counter_not_once === 0 &&
+        effects.counter_orphans === 0,
+    ),
+    rule(
       'effects-ledger effects not exactly once',
       effects.ledger_not_once,
       '= 0',
@@ -184,6 +192,7 @@ export function formatReport(facts, rules, run) {
   add('runs / completions by the skewed-clock workers', `${facts.skewed.runs} / ${facts.skewed.completed}`);
   add('jobs with the effect in the completion transaction (exactly once)', effects.txn_jobs);
   add('jobs with the effect through the effects ledger (exactly once)', effects.ledger_jobs);
+  add('counter jobs (job.transaction) / counter total', `${effects.counter_jobs} / ${effects.counter_total}`);
   add(
     'plain jobs / repeated downstream calls, deduplicated by key',
     `${effects.plain_jobs} / ${effects.plain_repeat_calls}`,

@@ -39,6 +39,9 @@ export async function createChaosSchema(db) {
       job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL,
       at timestamptz NOT NULL DEFAULT clock_timestamp()
     );
+    -- Bumped by worker handlers inside job.transaction (mode 'counter'): one row per job, n bumps,
+    -- token of the claim whose transaction bumped it last.
+    CREATE TABLE chaos.counters (job_id bigint PRIMARY KEY, n int NOT NULL, token bigint NOT NULL);
     -- Enqueues the producer saw acknowledged, and faults the nemesis injected (written at the end).
     CREATE TABLE chaos.acked (job_id bigint PRIMARY KEY, queue text NOT NULL, mode text NOT NULL, delay_ms int NOT NULL);
     CREATE TABLE chaos.faults (

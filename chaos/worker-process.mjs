@@ -122,7 +122,16 @@ async function runHandler(job) {
     await sleep(job.payload.workMs, job.signal);
     // A handler that honours its lease: no downstream call once the lease is gone.
     if (!(await job.progress())) throw new Error('the lease was lost before the downstream call');
-    if (job.payload.mode === 'effect') {
+    if (job.payload.mode === 'counter') {
+      // The bump commits with the job's fenced completion or not at all (job.transaction).
+      await job.transaction((client) =>
+        client.query(
+          `INSERT INTO chaos.counters (job_id, n, token) VALUES ($1, 1, $2)
+           ON CONFLICT (job_id) DO UPDATE SET n = chaos.counters.n + 1, token = excluded.token`,
+          [job.id, job.token],
+        ),
+      );
+    } else if (job.payload.mode === 'effect') {
       await job.effect('downstream', {
         perform: async (key) => {
           await ledger.callDownstream(key, job.id, job.token, owner, 'effect');

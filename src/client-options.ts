@@ -145,4 +145,6 @@ export interface FailOptions {
   attemptBudget?: number;
   /** Stored error code; defaults to the error's own `code`, else `ERROR`. */
   code?: string;
+  /** Record the failure inside this transaction (a `pg` client, or an adapter from `leasehold/kysely`...). */
+  client?: Queryable;
 }

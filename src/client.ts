@@ -10,7 +10,7 @@ import type {
 } from './client-options.js';
 import type { BackoffOptions } from './config.js';
 import type { OutstandingStatement } from './connection/statement-watch.js';
-import { attachContext, closeContext, type LeaseholdContext, resolveContext } from './context.js';
+import { attachContext, closeContext, joining, type LeaseholdContext, resolveContext } from './context.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
 import type { PruneResult } from './maintenance/retention.js';
@@ -21,7 +21,7 @@ import { enqueue, enqueueMany } from './operations/enqueue.js';
 import { enqueueTask, enqueueTaskMany } from './operations/enqueue-task.js';
 import { checkHealth, type HealthReport, type HealthRules, oldestStatement } from './operations/health.js';
 import { getJob } from './operations/jobs.js';
-import { claim, complete, completeMany, fail, heartbeat } from './operations/leases.js';
+import { claim, complete, completeMany, fail, heartbeat, snooze } from './operations/leases.js';
 import {
   type BlockedKey,
   type BlockedKeysOptions,
@@ -161,8 +161,13 @@ export class Leasehold {
   }
 
   /** Extends a lease from now; false when it is lost (expired, recovered or reclaimed). */
-  heartbeat(lease: Lease, options?: { leaseMs?: number }): Promise<boolean> {
+  heartbeat(lease: Lease, options?: { leaseMs?: number; client?: Queryable }): Promise<boolean> {
     return heartbeat(this.#context, lease, options);
+  }
+
+  /** Ends this run; the job is claimable again after `delayMs`, no attempt spent. False when the lease was lost. */
+  snooze(lease: Lease, delayMs: number, options?: { client?: Queryable }): Promise<boolean> {
+    return snooze(this.#context, lease, delayMs, options);
   }
 
   /** Marks the job succeeded; false when the lease was lost and nothing changed. */
@@ -219,12 +224,12 @@ export class Leasehold {
     target: readonly (string | bigint | number)[] | ReplayFilter,
     options: ReplayOptions,
   ): Promise<ReplayResult> {
-    return replay(this.pool, this.schema, target, options);
+    return replay(this.pool, this.schema, target, joining(this.#context, options));
   }
 
   /** Cancels a pending or running job (a running one's worker is fenced out); `JobStateError` when finished. */
   cancel(id: string | bigint | number, options: CancelOptions): Promise<CancelResult> {
-    return cancel(this.pool, this.schema, id, options);
+    return cancel(this.pool, this.schema, id, joining(this.#context, options));
   }
 
   /** Creates or changes a queue's settings: owner, retention, paused, per-key limit, aging. */

@@ -153,6 +153,16 @@ export function connectionFor(context: LeaseholdContext, client: Queryable | und
   return client;
 }
 
+/**
+ * Options whose `client` joins the caller's transaction: registers it to run unnamed behind a
+ * pooler (as `connectionFor` does) and returns the options unchanged.
+ */
+export function joining<T>(context: LeaseholdContext, options: T): T {
+  const client = (options as { client?: unknown } | null | undefined)?.client;
+  if (typeof client === 'object' && client !== null) connectionFor(context, client as Queryable);
+  return options;
+}
+
 export { attachContext } from './context-of.js';
 
 /** The context of a client (or `source` itself when it is a context): see context-of.ts. */

@@ -61,8 +61,9 @@ export type {
 export { DEFAULT_STATS_OPTIONS } from './operations/stats.js';
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
-export type { AbortReason, JobContext } from './runtime/job-context.js';
+export type { AbortReason, JobContext, JobTransaction } from './runtime/job-context.js';
 export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } from './runtime/job-errors.js';
+export type { JobTransactionOptions, TransactionAdapter } from './runtime/job-transaction.js';
 export type { LeaseLoss, LeaseLossReason } from './runtime/lease-loss.js';
 export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions, WorkerTask } from './runtime/options.js';
 export { WORKER_DEFAULTS } from './runtime/options.js';

@@ -9,6 +9,8 @@ export interface CancelOptions {
   reason: string;
   /** Who (up to 200 characters). */
   actor?: string;
+  /** Cancel inside this transaction: a rollback undoes the cancel. */
+  client?: Queryable;
 }
 
 /** What `cancel` did. */
@@ -26,8 +28,9 @@ export async function cancel(
   options: CancelOptions,
 ): Promise<CancelResult> {
   const jobId = assertJobId(id);
-  const { reason, actor } = assertReasonAndActor(options);
-  const found = await cancelJob(db, schema, jobId, { actor, reason });
+  const { client, ...rest } = (options ?? {}) as CancelOptions;
+  const { reason, actor } = assertReasonAndActor(options === undefined || options === null ? options : rest);
+  const found = await cancelJob(client ?? db, schema, jobId, { actor, reason });
   if (found.status === null) throw new JobNotFoundError([jobId]);
   if (!found.cancelled) {
     throw new JobStateError('cancel', 'only pending or running jobs can be cancelled', [

@@ -7,7 +7,7 @@ import { type Lease, leaseFromRow } from '../lease.js';
 import { describeError } from '../runtime/error-details.js';
 import { completeJobs } from '../storage/complete.js';
 import type { Queryable } from '../storage/db.js';
-import { type FailOutcome, failJobs } from '../storage/fail.js';
+import { type FailOutcome, failJobs, snoozeJobs } from '../storage/fail.js';
 import { extendLeases } from '../storage/heartbeat.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import {
@@ -23,7 +23,13 @@ import {
 } from '../validation.js';
 
 const CLAIM_OPTIONS: readonly (keyof ClaimOptions)[] = ['queue', 'owner', 'limit', 'leaseMs'];
-const FAIL_OPTIONS: readonly (keyof FailOptions)[] = ['retryable', 'delayMs', 'attemptBudget', 'code'];
+const FAIL_OPTIONS: readonly (keyof FailOptions)[] = [
+  'retryable',
+  'delayMs',
+  'attemptBudget',
+  'code',
+  'client',
+];
 
 /** `lh.claim`: up to `limit` jobs of a queue in one statement, committed at once. */
 export async function claim(context: LeaseholdContext, claimOptions: ClaimOptions): Promise<Lease[]> {
@@ -41,13 +47,14 @@ export async function claim(context: LeaseholdContext, claimOptions: ClaimOption
 export async function heartbeat(
   context: LeaseholdContext,
   lease: Lease,
-  heartbeatOptions?: { leaseMs?: number },
+  heartbeatOptions?: { leaseMs?: number; client?: Queryable },
 ): Promise<boolean> {
   assertLease(lease);
   const options = optionsObject(heartbeatOptions);
-  rejectUnknownOptions(options, ['leaseMs'], 'options');
+  rejectUnknownOptions(options, ['leaseMs', 'client'], 'options');
   const leaseMs = optionalLeaseMs(options.leaseMs);
-  const extended = await extendLeases(context.pool, context.schema, [{ ...lease, leaseMs }]);
+  const db = connectionFor(context, options.client);
+  const extended = await extendLeases(db, context.schema, [{ ...lease, leaseMs }]);
   const expiresAt = extended.get(lease.jobId);
   if (expiresAt) lease.expiresAt = expiresAt;
   return expiresAt !== undefined;
@@ -89,7 +96,7 @@ export async function fail(
   const options = optionsObject(failOptions);
   rejectUnknownOptions(options, FAIL_OPTIONS, 'options');
   const details = describeError(error, options.code);
-  const outcomes = await failJobs(context.pool, context.schema, [
+  const outcomes = await failJobs(connectionFor(context, options.client), context.schema, [
     {
       ...lease,
       retryable: optionalBoolean(options.retryable, 'retryable', true),
@@ -105,6 +112,23 @@ export async function fail(
     },
   ]);
   return outcomes.get(lease.jobId) ?? 'lost';
+}
+
+/**
+ * `lh.snooze`: ends this run and makes the job claimable again after `delayMs`, spending no
+ * attempt; false when the lease was lost and nothing changed. With `client`, joins that transaction.
+ */
+export async function snooze(
+  context: LeaseholdContext,
+  lease: Lease,
+  delayMs: number,
+  snoozeOptions?: { client?: Queryable },
+): Promise<boolean> {
+  assertLease(lease);
+  const ms = assertInt(delayMs, 'delayMs', 0, 30 * 86_400_000);
+  const db = connectionFor(context, clientOption(snoozeOptions));
+  const accepted = await snoozeJobs(db, context.schema, [{ ...lease, delayMs: ms }]);
+  return accepted.has(lease.jobId);
 }
 
 function optionalLeaseMs(value: number | undefined): number {

@@ -53,6 +53,8 @@ export interface ReplayOptions {
   batchSize?: number;
   /** Called after each batch of a filter replay. */
   onProgress?: (progress: ReplayProgress) => void;
+  /** Replay inside this transaction (every batch of a filter replay too): a rollback undoes it. */
+  client?: Queryable;
 }
 
 /** What a replay did. */
@@ -70,6 +72,7 @@ const KNOWN_OPTIONS = [
   'retryUncertainEffects',
   'batchSize',
   'onProgress',
+  'client',
 ];
 const KNOWN_FILTER = ['queue', 'errorCode', 'since', 'before'];
 
@@ -85,18 +88,19 @@ export async function replay(
   options: ReplayOptions,
 ): Promise<ReplayResult> {
   const params = replayParams(options);
-  if (isIdList(target)) return replayIds(db, schema, target, params);
+  const on = options.client ?? db;
+  if (isIdList(target)) return replayIds(on, schema, target, params);
   const filter = replayFilter(target);
   const batchSize = optionalInt(options.batchSize, 'batchSize', 1, MAX_BATCH, 500);
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') {
     throw new ValidationError('onProgress', 'must be a function');
   }
   // Jobs that die after this moment are not part of this replay, whatever else the filter says.
-  const total = await countDeadJobs(db, schema, filter);
+  const total = await countDeadJobs(on, schema, filter);
   let replayed = 0;
   let afterId = '0';
   for (;;) {
-    const batch = await replayBatch(db, schema, filter, afterId, batchSize, params);
+    const batch = await replayBatch(on, schema, filter, afterId, batchSize, params);
     replayed += batch.replayed;
     options.onProgress?.({ replayed, total: Math.max(total, replayed) });
     if (batch.seen < batchSize || batch.lastId === null) break;

@@ -1,7 +1,27 @@
+import type pg from 'pg';
+import { ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
+import { rejectUnknownOptions } from '../unknown-options.js';
 import { type EffectSpec, runEffect } from './effects.js';
 import { SnoozeError } from './job-errors.js';
+import {
+  type JobTransactionOptions,
+  poolTransactions,
+  runJobTransaction,
+  type TransactionAdapter,
+} from './job-transaction.js';
+
+/**
+ * `job.transaction`: runs `fn` in one transaction committed together with this job's fenced
+ * completion (both or neither). Without options `fn` gets a `pg` client of the worker's pool; with
+ * `{ with: adapter }` (from `leasehold/kysely`, `leasehold/knex`...) that library's transaction.
+ * A refused completion rolls `fn`'s writes back and throws `LeaseLostError` (outcome `lost`).
+ */
+export interface JobTransaction {
+  <T>(fn: (client: pg.PoolClient) => Promise<T> | T): Promise<T>;
+  <Tx, T>(fn: (tx: Tx) => Promise<T> | T, options: JobTransactionOptions<Tx>): Promise<T>;
+}
 
 /** Why a running job's signal was aborted. */
 export type AbortReason = 'lease-lost' | 'lease-deadline' | 'max-runtime' | 'shutdown';
@@ -37,12 +57,36 @@ export interface JobContext<Payload = unknown> {
    * unknown goes to `reconcile` (or, without it, ends the job dead with `UNCERTAIN_EFFECT`).
    */
   readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;
+  /**
+   * Runs `fn` in one transaction committed together with this job's completion: either both land
+   * or neither (exactly-once effects on your own tables). See `JobTransaction`.
+   */
+  readonly transaction: JobTransaction;
 }
 
-/** Where a job's effects are recorded. */
+// The `with` of job.transaction's options, checked: an adapter from leasehold/kysely, /knex...
+function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
+  if (typeof options !== 'object' || options === null) {
+    throw new ValidationError(
+      'options',
+      'must be { with: adapter } (from leasehold/kysely, leasehold/knex...)',
+    );
+  }
+  rejectUnknownOptions(options, ['with'], 'options');
+  if (typeof options.with?.transaction !== 'function') {
+    throw new ValidationError(
+      'options.with',
+      'must be an adapter such as kyselyAdapter(db) from leasehold/kysely',
+    );
+  }
+  return options.with;
+}
+
+/** Where a job's effects are recorded, and the pool its own transactions check out from. */
 export interface EffectStore {
   readonly db: Queryable;
   readonly schema: string;
+  readonly pool: pg.Pool;
 }
 
 /**
@@ -86,9 +130,16 @@ export class ActiveJob implements JobContext {
   stuckReported = false;
   /** The worker already reported this run's lost lease (once per run). */
   lossReported = false;
+  /** `job.transaction` is open: renewed as if it reported progress. */
+  transacting = false;
+  /** `job.transaction` is presenting the completion: no renewal may race it. */
+  completing = false;
+  /** The outcome `job.transaction` settled; the worker counts it instead of completing. */
+  ownOutcome: 'completed' | 'lost' | null = null;
 
   // An own property rather than a method, so the context spreads like the plain data it is.
   readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;
+  readonly transaction: JobTransaction;
 
   constructor(
     lease: Lease,
@@ -128,6 +179,56 @@ export class ActiveJob implements JobContext {
         name,
         spec,
       );
+    let ownPool: TransactionAdapter<pg.PoolClient> | null = null;
+    const host = {
+      pool: store.pool,
+      schema: store.schema,
+      lease,
+      get holdsLease() {
+        return job.holdsLease;
+      },
+      get deadline() {
+        return job.deadline;
+      },
+      get reported() {
+        return job.reported;
+      },
+      set reported(value: boolean) {
+        job.reported = value;
+      },
+      get renewing() {
+        return job.renewing;
+      },
+      get transacting() {
+        return job.transacting;
+      },
+      set transacting(value: boolean) {
+        job.transacting = value;
+      },
+      get completing() {
+        return job.completing;
+      },
+      set completing(value: boolean) {
+        job.completing = value;
+      },
+      get ownOutcome() {
+        return job.ownOutcome;
+      },
+      set ownOutcome(value: 'completed' | 'lost' | null) {
+        job.ownOutcome = value;
+      },
+      lostLease: () => this.abort('lease-lost'),
+    };
+    this.transaction = (async <Tx, T>(
+      fn: (tx: Tx) => Promise<T> | T,
+      options?: JobTransactionOptions<Tx>,
+    ) => {
+      ownPool ??= poolTransactions(store.pool);
+      const adapter = (
+        options === undefined ? ownPool : transactionAdapter(options)
+      ) as TransactionAdapter<Tx>;
+      return runJobTransaction(host, fn, adapter);
+    }) as JobTransaction;
   }
 
   get signal(): AbortSignal {

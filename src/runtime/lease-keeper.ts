@@ -101,8 +101,9 @@ export class LeaseKeeper {
       } else if (
         !job.renewing &&
         !job.settled &&
+        !job.completing &&
         now - job.lastRenewalSentAt >= queue.leaseMs / 3 &&
-        (queue.renew === 'alive' || job.progressed)
+        (queue.renew === 'alive' || job.progressed || job.transacting)
       ) {
         due.push(entry);
       }

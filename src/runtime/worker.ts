@@ -301,7 +301,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       config.leaseMs,
       this.#keeper.marginFor(config.leaseMs),
       config.maxRuntimeMs,
-      { db: this.#context.pool, schema: this.#context.schema },
+      { db: this.#context.pool, schema: this.#context.schema, pool: this.#context.pool },
     );
     this.#keeper.track(job, config);
     const run = this.#execute(job, q).finally(() => {
@@ -342,7 +342,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
    * far as this process can tell: then nothing is sent, and the job is left to the recovery sweep.
    */
   #report(job: ActiveJob, send: () => Promise<OutcomeResult>): Promise<OutcomeResult> | null {
-    if (job.reported) return null;
+    // job.transaction settled the outcome (committed with the handler's writes, or refused).
+    if (job.reported) return job.ownOutcome === null ? null : Promise.resolve(job.ownOutcome);
     job.reported = true;
     if (!job.holdsLease) {
       this.#count(job, 'lost');

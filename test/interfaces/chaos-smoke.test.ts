@@ -27,6 +27,7 @@ interface ChaosResult {
     refusals: { operation: string; n: number }[];
     faults: { kind: string; detail: Record<string, unknown> }[];
     pauses: { kind: string; in_flight: number; refused_after: number }[];
+    effects: { counter_jobs: number; counter_total: number; counter_not_once: number };
   };
 }
 
@@ -84,6 +85,10 @@ describe('chaos smoke run', () => {
       expect(facts.pauses.some((p) => p.kind === 'pause' && p.in_flight > 0 && p.refused_after > 0)).toBe(
         true,
       );
+      // Handlers bumping a per-job counter in job.transaction: the total equals their number.
+      expect(facts.effects.counter_jobs).toBeGreaterThan(0);
+      expect(facts.effects.counter_total).toBe(facts.effects.counter_jobs);
+      expect(facts.effects.counter_not_once).toBe(0);
       const restart = facts.faults.find((f) => f.kind === 'restart');
       expect(restart?.detail.listenersReconnectedMs).not.toBeNull();
     } finally {

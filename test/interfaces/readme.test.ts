@@ -39,6 +39,7 @@ describe('README examples', () => {
 
   it('has the examples this test expects', () => {
     expect(examples.map((e) => e.name)).toEqual([
+      'exactly-once-counter',
       'embedded-quick-start',
       'typed-tasks',
       'leases-and-fencing',
@@ -58,6 +59,7 @@ describe('README examples', () => {
       timeout: 30_000,
     });
     const expected: Record<string, RegExp> = {
+      'exactly-once-counter': /views: 20 completed: 20/,
       'embedded-quick-start': /sending welcome, attempt 1, key \S+\ndone/,
       'leases-and-fencing':
         /extended: true\ncompleted: true\nrecovered: \{ retried: 1, dead: 0 \}[\s\S]*stale complete: false\nstale fail: lost\nfresh complete: true/,

@@ -1,0 +1,169 @@
+import type pg from 'pg';
+import { LeaseholdError, LeaseLostError, ValidationError } from '../errors.js';
+import type { Lease } from '../lease.js';
+import { completeJobs } from '../storage/complete.js';
+import { guardCheckedOut, type Queryable } from '../storage/db.js';
+import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/job-transaction.js';
+import { findLandedOutcomes } from '../storage/outcome-lookup.js';
+
+/**
+ * Opens a transaction with some database library, runs `body` in it, commits when `body` resolves
+ * and rolls back when it throws. `tx` is what the handler's callback receives (the library's own
+ * transaction object); `db` runs Leasehold's statements on that same transaction. The adapters of
+ * `leasehold/kysely`, `leasehold/knex`, `leasehold/drizzle`, `leasehold/postgres-js` and
+ * `leasehold/prisma` build one from the library's database object.
+ */
+export interface TransactionAdapter<Tx> {
+  /** Runs `body` in one transaction of the library, committed when it resolves. */
+  transaction<T>(body: (tx: Tx, db: Queryable) => Promise<T>): Promise<T>;
+}
+
+/** Options of `job.transaction`. */
+export interface JobTransactionOptions<Tx> {
+  /** Open the transaction through this library adapter (default: a `pg` client from the worker's pool). */
+  with: TransactionAdapter<Tx>;
+}
+
+/** What `job.transaction` needs from the running job. */
+export interface TransactionHost {
+  readonly pool: pg.Pool;
+  readonly schema: string;
+  readonly lease: Lease;
+  /** The lease is still ours as far as this process can tell. */
+  readonly holdsLease: boolean;
+  /** When the worker must consider the lease gone (performance.now() time). */
+  readonly deadline: number;
+  /** An outcome for this run was written or queued. */
+  reported: boolean;
+  /** A renewal of this lease is in flight. */
+  readonly renewing: boolean;
+  /** The transaction runs: the keeper renews the lease as if the handler reported progress. */
+  transacting: boolean;
+  /** The completion is being presented: the keeper sends no renewal that could race it. */
+  completing: boolean;
+  /** The outcome `job.transaction` settled, for the worker to count instead of completing again. */
+  ownOutcome: 'completed' | 'lost' | null;
+  /** Called when the database refused the completion: the lease is gone. */
+  lostLease(): void;
+}
+
+// Thrown inside the library's transaction to make it roll back when the completion was refused.
+const REFUSED = Symbol('leasehold.refused');
+
+/** The default adapter: a client checked out of the worker's pool, BEGIN ... COMMIT on it. */
+export function poolTransactions(pool: pg.Pool): TransactionAdapter<pg.PoolClient> {
+  return {
+    async transaction(body) {
+      const client = await pool.connect();
+      const unguard = guardCheckedOut(client);
+      let broken: Error | undefined;
+      try {
+        await client.query('BEGIN');
+        try {
+          const value = await body(client, client);
+          await client.query('COMMIT');
+          return value;
+        } catch (err) {
+          await client.query('ROLLBACK').catch((rollbackError: Error) => {
+            broken = rollbackError; // the connection is gone or unusable: do not pool it again
+          });
+          throw err;
+        }
+      } finally {
+        unguard();
+        client.release(broken);
+      }
+    },
+  };
+}
+
+/**
+ * `job.transaction`: the handler's writes and the job's fenced completion in one transaction, both
+ * committed or neither. A refused completion (the lease moved on) rolls the writes back, counts the
+ * refusal on the pool (the rolled-back transaction took its count with it) and throws
+ * `LeaseLostError`; the run's outcome is then `lost`. Once committed, the handler's return completes
+ * nothing more. Statements and idle time inside are bounded by the lease time left.
+ */
+export async function runJobTransaction<Tx, T>(
+  host: TransactionHost,
+  fn: (tx: Tx) => Promise<T> | T,
+  adapter: TransactionAdapter<Tx>,
+): Promise<T> {
+  if (typeof fn !== 'function')
+    throw new ValidationError('fn', 'job.transaction takes a function (tx) => ...');
+  if (host.reported || host.transacting) {
+    throw new LeaseholdError(
+      'JOB_STATE',
+      `job ${host.lease.jobId} already has an outcome or an open transaction`,
+    );
+  }
+  if (!host.holdsLease) throw new LeaseLostError(`the lease on job ${host.lease.jobId} was lost`);
+  host.transacting = true;
+  let refused = false;
+  let presented = false;
+  let accepted = false;
+  let produced: T | undefined;
+  try {
+    const value = await adapter.transaction(async (tx, db) => {
+      await setTransactionTimeouts(db, host.deadline - performance.now());
+      const result = await fn(tx);
+      host.completing = true;
+      await renewalSettled(host);
+      // As for every outcome: a lease this process already considers gone is not presented.
+      if (host.holdsLease) {
+        presented = true;
+        accepted = (await completeJobs(db, host.schema, [host.lease])).has(host.lease.jobId);
+      }
+      if (!accepted) {
+        refused = true;
+        throw REFUSED;
+      }
+      produced = result;
+      return result;
+    });
+    settle(host, 'completed');
+    return value;
+  } catch (err) {
+    if (refused) {
+      settle(host, 'lost');
+      host.lostLease();
+      // The refusal the fenced statement counted was rolled back with the transaction: count it again.
+      // Best effort: the outcome is `lost` whether or not this count lands.
+      if (presented) await recordRefusedCompletion(host.pool, host.schema, host.lease).catch(() => {});
+      throw new LeaseLostError(
+        `the lease on job ${host.lease.jobId} was lost; its transaction was rolled back`,
+      );
+    }
+    // The COMMIT's answer was lost (the connection died): if the completion landed, so did the writes.
+    if (accepted && (await landedAnyway(host))) {
+      settle(host, 'completed');
+      return produced as T;
+    }
+    throw err;
+  } finally {
+    host.transacting = false;
+    if (!host.reported) host.completing = false;
+  }
+}
+
+function settle(host: TransactionHost, outcome: 'completed' | 'lost'): void {
+  host.reported = true;
+  host.ownOutcome = outcome;
+}
+
+// Reads on the pool whether this claim's completion is recorded.
+async function landedAnyway(host: TransactionHost): Promise<boolean> {
+  try {
+    const landed = await findLandedOutcomes(host.pool, host.schema, [host.lease]);
+    return landed.get(host.lease.jobId) === 'completed';
+  } catch {
+    return false;
+  }
+}
+
+// A renewal already sent locks the job row; the completion waits for its answer instead of racing it.
+async function renewalSettled(host: TransactionHost): Promise<void> {
+  while (host.renewing && performance.now() < host.deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
