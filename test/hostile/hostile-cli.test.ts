@@ -162,17 +162,24 @@ describe('the leasehold binary with hostile arguments', () => {
       fc.asyncProperty(
         fc.oneof(
           argument(45),
-          fc.constantFrom('pg_catalog', 'information_schema', 'x"; DROP SCHEMA public; --'),
+          // A valid name nobody migrated, so that branch below runs on every run, not by chance.
+          fc.constantFrom(
+            'pg_catalog',
+            'information_schema',
+            'x"; DROP SCHEMA public; --',
+            'never_migrated_here',
+          ),
         ),
         async (schema) => {
           const before = await exists(schema);
           const exit = await leasehold(['queues', `--database-url=${databaseUrl()}`, `--schema=${schema}`]);
           if (/^[a-z_][a-z0-9_]{0,39}$/.test(schema) && !/^(pg_|information_schema$)/.test(schema)) {
-            // A valid name of a schema that does not exist: refused by the database, in one line.
-            expectOneLineRefusal(
-              exit,
-              /^leasehold: leasehold_list_queues_\w+ failed: relation .* does not exist$/,
-            );
+            // A valid name of a schema that does not exist: refused in one line, in operator language
+            // (issue 21: the schema is named as not migrated, with the fix, and no internal
+            // statement name).
+            expectOneLineRefusal(exit, new RegExp(`^leasehold: schema ${schema} is not migrated \\(`));
+            expect(exit.stderr).toContain(`leasehold migrate --schema ${schema}`);
+            expect(exit.stderr).not.toMatch(/leasehold_list_queues_/);
           } else {
             expectOneLineRefusal(exit, /^leasehold: schema: /);
           }
@@ -182,5 +189,13 @@ describe('the leasehold binary with hostile arguments', () => {
       runs(3),
     );
     expect(await exists('public')).toBe(1);
+    // The valid-but-unmigrated branch, every run (the property above reaches it only by chance).
+    const unmigrated = await leasehold([
+      'queues',
+      `--database-url=${databaseUrl()}`,
+      '--schema=never_migrated_here',
+    ]);
+    expectOneLineRefusal(unmigrated, /^leasehold: schema never_migrated_here is not migrated \(/);
+    expect(await exists('never_migrated_here')).toBe(0);
   }, 60_000);
 });
