@@ -16,7 +16,10 @@ mkdir "$work/app"
 cd "$work/app"
 npm init -y >/dev/null
 npm pkg set type=module >/dev/null
-npm install --silent --no-audit --no-fund "../$tarball" >/dev/null
+# zod too, at the version the tests use: the README's quick start validates with it (and tells the
+# reader to `npm install zod`); Leasehold itself depends on no validator.
+zod_version=$(node -p "require('$root/node_modules/zod/package.json').version")
+npm install --silent --no-audit --no-fund "../$tarball" "zod@$zod_version" >/dev/null
 
 cat > consumer.mjs <<'JS'
 import { Leasehold, ValidationError, PermanentError, startEmbeddedPostgres } from 'leasehold';
