@@ -180,45 +180,6 @@ export class ActiveJob implements JobContext {
         spec,
       );
     let ownPool: TransactionAdapter<pg.PoolClient> | null = null;
-    const host = {
-      pool: store.pool,
-      schema: store.schema,
-      lease,
-      get holdsLease() {
-        return job.holdsLease;
-      },
-      get deadline() {
-        return job.deadline;
-      },
-      get reported() {
-        return job.reported;
-      },
-      set reported(value: boolean) {
-        job.reported = value;
-      },
-      get renewing() {
-        return job.renewing;
-      },
-      get transacting() {
-        return job.transacting;
-      },
-      set transacting(value: boolean) {
-        job.transacting = value;
-      },
-      get completing() {
-        return job.completing;
-      },
-      set completing(value: boolean) {
-        job.completing = value;
-      },
-      get ownOutcome() {
-        return job.ownOutcome;
-      },
-      set ownOutcome(value: 'completed' | 'lost' | null) {
-        job.ownOutcome = value;
-      },
-      lostLease: () => this.abort('lease-lost'),
-    };
     this.transaction = (async <Tx, T>(
       fn: (tx: Tx) => Promise<T> | T,
       options?: JobTransactionOptions<Tx>,
@@ -227,7 +188,7 @@ export class ActiveJob implements JobContext {
       const adapter = (
         options === undefined ? ownPool : transactionAdapter(options)
       ) as TransactionAdapter<Tx>;
-      return runJobTransaction(host, fn, adapter);
+      return runJobTransaction(this, store, fn, adapter);
     }) as JobTransaction;
   }
 
@@ -242,6 +203,11 @@ export class ActiveJob implements JobContext {
   /** The lease is still ours, as far as this process can tell. */
   get holdsLease(): boolean {
     return this.abortReason === null && performance.now() < this.deadline;
+  }
+
+  /** The database refused this run's write: its lease is gone (aborts the signal). */
+  lostLease(): void {
+    this.abort('lease-lost');
   }
 
   progress(_detail?: unknown): Promise<boolean> {

@@ -24,10 +24,14 @@ export interface JobTransactionOptions<Tx> {
   with: TransactionAdapter<Tx>;
 }
 
-/** What `job.transaction` needs from the running job. */
-export interface TransactionHost {
+/** Where `job.transaction` runs Leasehold's own statements outside the transaction. */
+export interface TransactionStore {
   readonly pool: pg.Pool;
   readonly schema: string;
+}
+
+/** What `job.transaction` needs from the running job (an `ActiveJob` is one). */
+export interface TransactionHost {
   readonly lease: Lease;
   /** The lease is still ours as far as this process can tell. */
   readonly holdsLease: boolean;
@@ -86,6 +90,7 @@ export function poolTransactions(pool: pg.Pool): TransactionAdapter<pg.PoolClien
  */
 export async function runJobTransaction<Tx, T>(
   host: TransactionHost,
+  store: TransactionStore,
   fn: (tx: Tx) => Promise<T> | T,
   adapter: TransactionAdapter<Tx>,
 ): Promise<T> {
@@ -112,7 +117,7 @@ export async function runJobTransaction<Tx, T>(
       // As for every outcome: a lease this process already considers gone is not presented.
       if (host.holdsLease) {
         presented = true;
-        accepted = (await completeJobs(db, host.schema, [host.lease])).has(host.lease.jobId);
+        accepted = (await completeJobs(db, store.schema, [host.lease])).has(host.lease.jobId);
       }
       if (!accepted) {
         refused = true;
@@ -129,13 +134,13 @@ export async function runJobTransaction<Tx, T>(
       host.lostLease();
       // The refusal the fenced statement counted was rolled back with the transaction: count it again.
       // Best effort: the outcome is `lost` whether or not this count lands.
-      if (presented) await recordRefusedCompletion(host.pool, host.schema, host.lease).catch(() => {});
+      if (presented) await recordRefusedCompletion(store.pool, store.schema, host.lease).catch(() => {});
       throw new LeaseLostError(
         `the lease on job ${host.lease.jobId} was lost; its transaction was rolled back`,
       );
     }
     // The COMMIT's answer was lost (the connection died): if the completion landed, so did the writes.
-    if (accepted && (await landedAnyway(host))) {
+    if (accepted && (await landedAnyway(host, store))) {
       settle(host, 'completed');
       return produced as T;
     }
@@ -152,9 +157,9 @@ function settle(host: TransactionHost, outcome: 'completed' | 'lost'): void {
 }
 
 // Reads on the pool whether this claim's completion is recorded.
-async function landedAnyway(host: TransactionHost): Promise<boolean> {
+async function landedAnyway(host: TransactionHost, store: TransactionStore): Promise<boolean> {
   try {
-    const landed = await findLandedOutcomes(host.pool, host.schema, [host.lease]);
+    const landed = await findLandedOutcomes(store.pool, store.schema, [host.lease]);
     return landed.get(host.lease.jobId) === 'completed';
   } catch {
     return false;
