@@ -55,7 +55,8 @@ export interface LeaseholdOptions {
    * as direct statements (default false): set it when the client connects as a login granted
    * `<schema>_producer` or `<schema>_worker`, which may not write the tables. Same parameters,
    * same rows, still one statement per batch; `getJob` then reads no payload. Applies to clients
-   * you pass in too. See "Database roles" in docs/operators-guide.md.
+   * you pass in too. Default: true when the environment sets `LEASEHOLD_VIA_FUNCTIONS=1` (for the
+   * CLI's `leasehold work`). See "Database roles" in docs/operators-guide.md.
    */
   viaFunctions?: boolean;
   /**

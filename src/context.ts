@@ -126,7 +126,12 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
     defaults.preparedStatements,
   );
   const listen = optionalBoolean(options.listen, 'listen', defaults.listen);
-  const viaFunctions = optionalBoolean(options.viaFunctions, 'viaFunctions', false);
+  // LEASEHOLD_VIA_FUNCTIONS=1 sets the default, so that the CLI (`leasehold work`) runs under a role.
+  const viaFunctions = optionalBoolean(
+    options.viaFunctions,
+    'viaFunctions',
+    process.env.LEASEHOLD_VIA_FUNCTIONS === '1',
+  );
   // Host lists, timeouts, keepalive and the pinned search_path: see src/connection/.
   const connections = resolveClientConnections(options, defaults.listenConnectionString, preparedStatements);
   const { pool, ownsPool, listenConnection, listenVia, statements } = connections;

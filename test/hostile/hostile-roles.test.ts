@@ -301,6 +301,20 @@ describe('the legitimate paths under each role', () => {
     expect((await owner.getJob(ids.ids[2] as string))?.status).toBe('pending');
   });
 
+  it('LEASEHOLD_VIA_FUNCTIONS=1 routes a client that does not say (as `leasehold work` makes them)', async () => {
+    const { id } = await owner.enqueue('legit-env', { e: 1 });
+    process.env.LEASEHOLD_VIA_FUNCTIONS = '1';
+    let lh: Leasehold;
+    try {
+      lh = await clientAs([schemaRole(owner.schema, 'worker')], owner.schema);
+    } finally {
+      delete process.env.LEASEHOLD_VIA_FUNCTIONS;
+    }
+    const [lease] = await lh.claim({ queue: 'legit-env', owner: 'w' });
+    expect(lease).toMatchObject({ jobId: id, payload: { e: 1 } });
+    expect(await lh.complete(lease as Lease)).toBe(true);
+  });
+
   it('a producer enqueues plain, keyed, ordered and many', async () => {
     const plain = await producer.enqueue('legit-p', { p: 1 });
     const keyed = await producer.enqueue('legit-p', { p: 2 }, { idempotencyKey: 'k1' });
