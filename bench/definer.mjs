@@ -120,7 +120,8 @@ for (const mode of Object.keys(rates)) {
 }
 for (const client of Object.values(clients)) await client.end();
 await admin.query(`DROP SCHEMA IF EXISTS ${Q} CASCADE`);
-for (const kind of ['producer', 'worker', 'admin']) await admin.query(`DROP ROLE IF EXISTS "${SCHEMA}_${kind}"`);
+for (const kind of ['producer', 'worker', 'admin'])
+  await admin.query(`DROP ROLE IF EXISTS "${SCHEMA}_${kind}"`);
 await admin.end();
 await lh.close();
 await server.stop();
