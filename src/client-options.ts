@@ -51,6 +51,15 @@ export interface LeaseholdOptions {
    */
   preparedStatements?: boolean;
   /**
+   * Run enqueues and worker transitions through the schema's SECURITY DEFINER functions instead of
+   * as direct statements (default false): set it when the client connects as a login granted
+   * `<schema>_producer` or `<schema>_worker`, which may not write the tables. Same parameters,
+   * same rows, still one statement per batch; `getJob` then reads no payload. Applies to clients
+   * you pass in too. Default: true when the environment sets `LEASEHOLD_VIA_FUNCTIONS=1` (for the
+   * CLI's `leasehold work`). See "Database roles" in docs/operators-guide.md.
+   */
+  viaFunctions?: boolean;
+  /**
    * Whether this client's workers LISTEN for wake-ups unless a worker sets its own `listen`
    * (default true; under `LEASEHOLD_POOLER=transaction`, only with a listen connection string).
    */

@@ -14,8 +14,16 @@ import {
 import { ValidationError } from './errors.js';
 import { poolerDefaults } from './pooler-env.js';
 import { ClaimRouter } from './runtime/claim-router.js';
-import { type Queryable, quoteIdent, runUnnamedOn, runUnnamedOnPool } from './storage/db.js';
+import {
+  type Queryable,
+  quoteIdent,
+  routeOn,
+  routeOnPool,
+  runUnnamedOn,
+  runUnnamedOnPool,
+} from './storage/db.js';
 import { notifyQueue } from './storage/enqueue.js';
+import { functionRoutes } from './storage/functions.js';
 import { rejectUnknownOptions } from './unknown-options.js';
 import {
   assertSchemaName,
@@ -36,6 +44,7 @@ const KNOWN_OPTIONS: readonly (keyof LeaseholdOptions)[] = [
   'maxPayloadBytes',
   'succeededRetentionMs',
   'preparedStatements',
+  'viaFunctions',
   'listen',
   'listenConnectionString',
   'hosts',
@@ -61,6 +70,8 @@ export interface LeaseholdContext {
   readonly quotedSchema: string;
   /** False when statements run unnamed (behind a transaction-mode pooler). */
   readonly preparedStatements: boolean;
+  /** True when transitions run through the schema's functions (the producer and worker roles). */
+  readonly viaFunctions: boolean;
   /** Whether workers listen for wake-ups by default. */
   readonly listen: boolean;
   /** Settings of the workers' LISTEN connection (a direct one, or the pool's). */
@@ -115,16 +126,24 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
     defaults.preparedStatements,
   );
   const listen = optionalBoolean(options.listen, 'listen', defaults.listen);
+  // LEASEHOLD_VIA_FUNCTIONS=1 sets the default, so that the CLI (`leasehold work`) runs under a role.
+  const viaFunctions = optionalBoolean(
+    options.viaFunctions,
+    'viaFunctions',
+    process.env.LEASEHOLD_VIA_FUNCTIONS === '1',
+  );
   // Host lists, timeouts, keepalive and the pinned search_path: see src/connection/.
   const connections = resolveClientConnections(options, defaults.listenConnectionString, preparedStatements);
   const { pool, ownsPool, listenConnection, listenVia, statements } = connections;
   if (!preparedStatements) runUnnamedOnPool(pool);
+  if (viaFunctions) routeOnPool(pool, functionRoutes(schema));
   return {
     pool,
     ownsPool,
     schema,
     quotedSchema: quoteIdent(schema),
     preparedStatements,
+    viaFunctions,
     listen,
     listenConnection,
     listenVia,
@@ -145,11 +164,13 @@ export async function closeContext(context: LeaseholdContext): Promise<void> {
 
 /**
  * The connection a call runs on: the caller's client (inside their transaction), else the pool.
- * A caller's client is set to run statements unnamed when the context does.
+ * A caller's client is set to run statements unnamed, and through the schema's functions, when the
+ * context does.
  */
 export function connectionFor(context: LeaseholdContext, client: Queryable | undefined): Queryable {
   if (client === undefined) return context.pool;
   if (!context.preparedStatements) runUnnamedOn(client);
+  if (context.viaFunctions) routeOn(client, functionRoutes(context.schema));
   return client;
 }
 

@@ -69,9 +69,9 @@ const INSUFFICIENT_PRIVILEGE = '42501';
 
 // Which group role allows what, appended to permission errors so the fix is in the message.
 const ROLES_HINT =
-  'the connected role lacks a privilege this needs: leasehold_producer enqueues, leasehold_worker runs workers, ' +
-  'leasehold_admin runs operations (replay, cancel, skip, prune, queue settings) and the schema owner migrates; ' +
-  'see "Database roles" in docs/operators-guide.md';
+  'the connected role lacks a privilege this needs: <schema>_producer enqueues and <schema>_worker runs workers ' +
+  '(both with viaFunctions: true), <schema>_admin runs operations (replay, cancel, skip, prune, queue settings) ' +
+  'and the schema owner migrates; see "Database roles" in docs/operators-guide.md';
 
 /**
  * The database refused a statement for lack of a privilege (SQLSTATE 42501): the connected role is

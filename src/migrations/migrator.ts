@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { SchemaVersionError, toDatabaseError } from '../errors.js';
 import { guardCheckedOut, quoteIdent } from '../storage/db.js';
+import { installFunctions, missingFunctions } from './functions.js';
 
 /** One forward-only migration: a numbered SQL file. */
 export interface Migration {
@@ -47,10 +48,13 @@ export interface MigrateResult {
 }
 
 /**
- * Brings `schema` up to the latest migration in one transaction. Many processes may call it at
- * once: an advisory lock serialises them, and the later ones find nothing left to do.
- * A schema already at the latest version is only read, so a role that may not change the schema
- * (leasehold_worker, leasehold_admin) can call it on start-up as the schema's owner does.
+ * Brings `schema` up to the latest migration in one transaction, and installs this version's
+ * SECURITY DEFINER functions (storage/functions.ts) where they are missing, even on a schema whose
+ * version is current (a library upgrade may change a statement without a migration). Many
+ * processes may call it at once: an advisory lock serialises them, and the later ones find nothing
+ * left to do. A schema already at the latest version with its functions is only read, so a role
+ * that may not change the schema (the producer, worker and admin roles) can call it on start-up as
+ * the schema's owner does.
  * Refuses (SchemaVersionError) to touch a schema migrated by a newer Leasehold.
  */
 export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateResult> {
@@ -63,7 +67,15 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
     throw toDatabaseError(err, 'migrate');
   }
   if (current > latest) throw newerSchema(schema, current, latest);
-  if (current === latest) return { applied: [], version: current, notices: [] };
+  if (current === latest) {
+    let missing: string[];
+    try {
+      missing = await missingFunctions(pool, schema);
+    } catch (err) {
+      throw toDatabaseError(err, 'migrate');
+    }
+    if (missing.length === 0) return { applied: [], version: current, notices: [] };
+  }
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
@@ -131,6 +143,9 @@ async function applyPending(
   const applied: number[] = [];
   for (const migration of migrations) {
     if (migration.version <= locked) continue;
+    // A migration that redefines grant_roles() reports on the roles afresh (016: per-schema roles
+    // replace 006's cluster-wide ones, whose notices would send the operator the wrong way).
+    if (REDEFINES_GRANT_ROLES.test(migration.sql)) dropRoleNotices(notices);
     await client.query(migration.sql);
     await client.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, $2)`, [
       migration.version,
@@ -138,8 +153,16 @@ async function applyPending(
     ]);
     applied.push(migration.version);
   }
+  await installFunctions(client, schema);
   await client.query('COMMIT');
   return { applied, version: Math.max(locked, latest), notices };
+}
+
+const REDEFINES_GRANT_ROLES = /^CREATE OR REPLACE FUNCTION grant_roles\(\)/m;
+
+function dropRoleNotices(notices: string[]): void {
+  const kept = notices.filter((notice) => !notice.startsWith('role '));
+  notices.splice(0, notices.length, ...kept);
 }
 
 // unique_violation, duplicate_schema, duplicate_table, duplicate_object: what "IF NOT EXISTS" can

@@ -17,7 +17,7 @@ const AgingQueueList = defineStatement(
  * same index, so each level reads only jobs older than one interval, oldest first, up to $2.
  * Rows are locked SKIP LOCKED (a claimer has them: they are leaving) and re-checked.
  */
-const JobAgePending = defineStatement(
+export const JobAgePending = defineStatement(
   'age_pending_jobs',
   (s) => `
   WITH RECURSIVE cfg AS (

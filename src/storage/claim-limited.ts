@@ -18,7 +18,7 @@ import { defineStatement, type Queryable, run } from './db.js';
  * Jobs without a concurrency key are claimed as usual. The transitions that end a run (complete,
  * fail, snooze, recovery, cancel) give the slot back (see key-slots.ts).
  */
-const JobClaimManyLimited = defineStatement(
+export const JobClaimManyLimited = defineStatement(
   'claim_jobs_limited',
   (s) => `
   WITH settings AS (

@@ -29,7 +29,7 @@ export const CLAIMED_TIMES = `(extract(epoch FROM j.lease_expires_at) * 1000)::f
  * planner costed a hash join over a sequential scan of jobs as cheaper than 500 primary-key probes
  * once tens of thousands were pending (12 ms instead of 4 ms for a claim of 500 at 50,000).
  */
-const JobClaimMany = defineStatement(
+export const JobClaimMany = defineStatement(
   'claim_jobs',
   (s) => `
   WITH candidate AS (

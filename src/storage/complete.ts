@@ -18,7 +18,7 @@ import { refusalCountingCte } from './refusals.js';
  * with a wake-up), and a job that held a per-key concurrency slot gives it back, both in this
  * statement; plain jobs write nothing for either (see ordering.ts and key-slots.ts).
  */
-const JobCompleteMany = defineStatement(
+export const JobCompleteMany = defineStatement(
   'complete_jobs',
   (s) => `
   WITH input AS (

@@ -15,6 +15,8 @@ export interface Queryable {
 /** A named SQL statement bound to one schema; the name lets `pg` prepare it once per connection. */
 export interface Statement {
   readonly name: string;
+  /** The short name it was defined with (`claim_jobs`): what errors and the function registry call it. */
+  readonly label: string;
   readonly text: string;
   /** The text led by a comment naming it, sent when statements run unnamed (see `runUnnamedOn`). */
   readonly unnamedText: string;
@@ -42,7 +44,7 @@ export function defineStatement(
       const digest = createHash('sha1').update(schema).update('\0').update(text).digest('hex').slice(0, 10);
       const fullName = `leasehold_${name}_${digest}`;
       // Unnamed, the comment still tells pg_stat_activity and the server log which statement runs.
-      statement = { name: fullName, text, unnamedText: `/* ${fullName} */ ${text}` };
+      statement = { name: fullName, label: name, text, unnamedText: `/* ${fullName} */ ${text}` };
       bySchema.set(schema, statement);
     }
     return statement;
@@ -84,12 +86,41 @@ export function guardCheckedOut(client: pg.PoolClient): () => void {
   return () => client.off('error', ignore);
 }
 
+// Connections whose transitions run through the schema's SECURITY DEFINER functions (the
+// producer and worker roles: see functions.ts), each with its map from a statement's name to the
+// statement that stands in for it (the function call, or a read without payloads). The flag spares
+// every other process even the map lookup.
+const routedOn = new WeakMap<object, ReadonlyMap<string, Statement>>();
+let anyRouted = false;
+
+/**
+ * Makes `run` send, on this connection, the statement `routes` maps a statement's name to in its
+ * place (built by `functionRoutes` in functions.ts): the same parameters, the same rows.
+ */
+export function routeOn(db: Queryable, routes: ReadonlyMap<string, Statement>): void {
+  anyRouted = true;
+  routedOn.set(db, routes);
+}
+
+/** As `routeOn`, for a pool and every client it hands out (`pool.connect()` included). */
+export function routeOnPool(pool: pg.Pool, routes: ReadonlyMap<string, Statement>): void {
+  if (routedOn.has(pool)) return;
+  routeOn(pool, routes);
+  pool.on('acquire', (client) => routeOn(client, routes));
+}
+
+/** True when `run` on this connection goes through the schema's functions (see `routeOn`). */
+export function isRouted(db: Queryable): boolean {
+  return anyRouted && routedOn.has(db);
+}
+
 /** Runs a statement, translating driver errors into `DatabaseError` at this boundary. */
 export async function run<R extends pg.QueryResultRow>(
   db: Queryable,
-  statement: Statement,
+  direct: Statement,
   values: unknown[],
 ): Promise<R[]> {
+  const statement = (anyRouted && routedOn.get(db)?.get(direct.name)) || direct;
   try {
     const result = await db.query<R>(
       anyUnnamed && unnamedOn.has(db)

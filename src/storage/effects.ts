@@ -24,7 +24,7 @@ const FENCED = (s: string) => `
  * recorded before (by an earlier attempt): with its result, or without one (an uncertain outcome).
  * Primary-key lookups on jobs and job_effects.
  */
-const EffectBegin = defineStatement(
+export const EffectBegin = defineStatement(
   'effect_begin',
   (s) => `
   WITH ${FENCED(s)},
@@ -53,7 +53,7 @@ const EffectBegin = defineStatement(
  * current. A worker fenced out here leaves the intent without a result: uncertain, for the next
  * attempt to reconcile. Primary-key lookups.
  */
-const EffectRecordResult = defineStatement(
+export const EffectRecordResult = defineStatement(
   'effect_record_result',
   (s) => `
   WITH ${FENCED(s)},
@@ -71,7 +71,7 @@ const EffectRecordResult = defineStatement(
  * EffectRearm: uncertain intent -> intent of this attempt, when reconciliation found that the
  * effect did not happen and it is about to be performed again. Fenced; primary-key lookups.
  */
-const EffectRearm = defineStatement(
+export const EffectRearm = defineStatement(
   'effect_rearm',
   (s) => `
   WITH ${FENCED(s)},

@@ -12,7 +12,7 @@ import { type NewJob, wakeupChannel } from './enqueue.js';
  * statement, inside caller transactions too. The job row itself is inserted only when the key row
  * is new. Plain enqueue (no key) does none of this.
  */
-const JobInsertKeyed = defineStatement(
+export const JobInsertKeyed = defineStatement(
   'enqueue_keyed',
   (s) => `
   WITH fresh AS (

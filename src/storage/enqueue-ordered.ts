@@ -20,7 +20,7 @@ const TAKE_KEY = `
  * the job ahead of it releases it. Two enqueues of one key serialise on the key row; a completion
  * of the key's head takes the same row lock. Notifies the queue's listeners on commit.
  */
-const JobInsertOrdered = defineStatement(
+export const JobInsertOrdered = defineStatement(
   'enqueue_ordered',
   (s) => `
   WITH items AS MATERIALIZED (
@@ -61,7 +61,7 @@ const JobInsertOrdered = defineStatement(
     ORDER BY i.id
     RETURNING id
   )
-  SELECT array_agg(id ORDER BY id)::text[] AS ids, pg_notify($7, $1) FROM inserted`,
+  SELECT array_agg(id ORDER BY id)::text[] AS ids, pg_notify($7, $1)::text AS notified FROM inserted`,
 );
 
 /** Inserts jobs of one queue, some with ordering keys, in one statement; ids in input order. */

@@ -11,7 +11,7 @@ export function wakeupChannel(schema: string): string {
  * its queue; PostgreSQL delivers the notification only on commit and folds duplicates within one
  * transaction, so a transaction wakes each queue at most once.
  */
-const JobInsert = defineStatement(
+export const JobInsert = defineStatement(
   'enqueue_one',
   (s) => `
   WITH inserted AS (
@@ -19,7 +19,7 @@ const JobInsert = defineStatement(
     VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $8)
     RETURNING id
   )
-  SELECT inserted.id, pg_notify($7, $1) FROM inserted`,
+  SELECT inserted.id, pg_notify($7, $1)::text AS notified FROM inserted`,
 );
 
 /**
@@ -28,7 +28,7 @@ const JobInsert = defineStatement(
  * transaction takes a database-wide lock at commit, so notifying on every insert would keep
  * concurrent enqueues from sharing a WAL flush.
  */
-const JobInsertQuiet = defineStatement(
+export const JobInsertQuiet = defineStatement(
   'enqueue_one_quiet',
   (s) => `
   INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
@@ -57,12 +57,12 @@ const insertManyText = (s: string, notify: boolean) => `
       AS i(payload, priority, run_at, delay_ms, max_attempts, concurrency_key)
     RETURNING id
   )
-  SELECT array_agg(id ORDER BY id)::text[] AS ids${notify ? ', pg_notify($7, $1)' : ', $7::text IS NULL AS quiet'}
+  SELECT array_agg(id ORDER BY id)::text[] AS ids${notify ? ', pg_notify($7, $1)::text AS notified' : ', $7::text IS NULL AS quiet'}
   FROM inserted`;
-const JobInsertMany = defineStatement('enqueue_many', (s) => insertManyText(s, true));
+export const JobInsertMany = defineStatement('enqueue_many', (s) => insertManyText(s, true));
 
 /** JobInsertManyQuiet: JobInsertMany without the notification, for coalesced wake-ups (as JobInsertQuiet). */
-const JobInsertManyQuiet = defineStatement('enqueue_many_quiet', (s) => insertManyText(s, false));
+export const JobInsertManyQuiet = defineStatement('enqueue_many_quiet', (s) => insertManyText(s, false));
 
 /** A validated job ready to insert. */
 export interface NewJob {

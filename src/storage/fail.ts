@@ -19,7 +19,7 @@ const JITTERED_BACKOFF_MS = `random() * least(input.max_ms, input.base_ms * powe
  * the row lock of each job it changes. A run that held a per-key concurrency slot gives it back.
  * A dead head of an ordering key stays its head: the key is blocked until replay or skip.
  */
-const JobFailMany = defineStatement(
+export const JobFailMany = defineStatement(
   'fail_jobs',
   (s) => `
   WITH input AS (
@@ -79,7 +79,7 @@ const JobFailMany = defineStatement(
  * Appends a `snoozed` event, or `skipped` for a lease the worker hands back (a job it never
  * started, or one aborted at shutdown), in the same statement. Looks rows up by primary key.
  */
-const JobSnoozeMany = defineStatement(
+export const JobSnoozeMany = defineStatement(
   'snooze_jobs',
   (s) => `
   WITH input AS (

@@ -9,7 +9,7 @@ import { refusalCountingCte } from './refusals.js';
  * time. Extensions are counted on the row (lease_extensions), not logged: the record that ends the
  * attempt copies the count. Looks rows up by primary key; takes the row lock of each job it extends.
  */
-const JobExtendLeaseMany = defineStatement(
+export const JobExtendLeaseMany = defineStatement(
   'extend_leases',
   (s) => `
   WITH input AS (

@@ -25,7 +25,7 @@ export async function setTransactionTimeouts(db: Queryable, ms: number): Promise
  * as `refusals.ts` writes in every fenced statement: +1 on (queue, 'complete') in lease_refusals
  * (upsert on its primary key) and one `refused` event in job_events. Moves no job.
  */
-const RefusalRecord = defineStatement(
+export const RefusalRecord = defineStatement(
   'record_refusal',
   (s) => `
   WITH refused AS (

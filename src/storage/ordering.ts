@@ -123,7 +123,7 @@ const REPAIR = (s: string, targetWhere: string, lock: string, limit: string, cha
  * OrderingKeyRepairListed: the repair for the keys a finishing statement reported ($1 queues, $2
  * keys, zipped), right after it. Primary-key lookups of ordering_keys.
  */
-const OrderingKeyRepairListed = defineStatement('repair_listed_ordering_keys', (s) =>
+export const OrderingKeyRepairListed = defineStatement('repair_listed_ordering_keys', (s) =>
   REPAIR(
     s,
     `(k.queue_name, k.ordering_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
@@ -137,7 +137,7 @@ const OrderingKeyRepairListed = defineStatement('repair_listed_ordering_keys', (
  * OrderingKeyRepairSweep: the repair for up to $1 keys without a head, found through
  * ordering_keys_headless_idx (keys whose hand-over was missed, and idle keys).
  */
-const OrderingKeyRepairSweep = defineStatement('repair_headless_ordering_keys', (s) =>
+export const OrderingKeyRepairSweep = defineStatement('repair_headless_ordering_keys', (s) =>
   REPAIR(s, 'k.head_id IS NULL', 'FOR UPDATE OF k SKIP LOCKED', '$1', '$2'),
 );
 
@@ -147,7 +147,7 @@ const OrderingKeyRepairSweep = defineStatement('repair_headless_ordering_keys', 
  * that made a just-cancelled job head, when the process died before its follow-up repair). Pages
  * through ordering_keys by primary key; skips keys locked by a statement changing them.
  */
-const OrderingKeyRepairScan = defineStatement('repair_scan_ordering_keys', (s) =>
+export const OrderingKeyRepairScan = defineStatement('repair_scan_ordering_keys', (s) =>
   REPAIR(
     s,
     '(k.queue_name, k.ordering_key) > ($3::text, $4::text)',

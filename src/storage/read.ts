@@ -54,10 +54,19 @@ interface JobRow {
  * JobGetById: reads one job by primary key, without locking it: from jobs while it is live or dead,
  * from finished_jobs once it succeeded (no payload is kept there).
  */
-const JobGetById = defineStatement(
-  'get_job',
-  (s) => `
-  SELECT id, queue_name, payload, status::text AS status, priority, available_at, attempt_count,
+export const JobGetById = defineStatement('get_job', (s) => getJobText(s, 'payload'));
+
+/**
+ * JobGetByIdWithoutPayload: JobGetById with a null payload, for the producer and worker roles,
+ * which may not read payloads (a claimed job's payload comes back from the claim). Runs in place of
+ * JobGetById on a client that goes through the schema's functions (see functions.ts).
+ */
+export const JobGetByIdWithoutPayload = defineStatement('get_job_without_payload', (s) =>
+  getJobText(s, 'NULL::jsonb'),
+);
+
+const getJobText = (s: string, payload: string) => `
+  SELECT id, queue_name, ${payload} AS payload, status::text AS status, priority, available_at, attempt_count,
          max_attempts, lease_owner, lease_token, lease_expires_at, claimed_at, last_error_code,
          last_error_class, last_error_message, last_error_stack, created_at, finished_at
   FROM ${s}.jobs
@@ -67,8 +76,7 @@ const JobGetById = defineStatement(
          max_attempts, lease_owner, lease_token, NULL, claimed_at, NULL,
          NULL, NULL, NULL, created_at, finished_at
   FROM ${s}.finished_jobs
-  WHERE id = $1`,
-);
+  WHERE id = $1`;
 
 /** Reads one job; null when there is none with that id. */
 export async function readJob(db: Queryable, schema: string, id: string): Promise<Job | null> {

@@ -4,12 +4,15 @@ import { defineStatement, type Queryable, run } from './db.js';
  * JobTraceAttach: records the enqueue span's `traceparent` on jobs just inserted (ids $1), so the
  * handler's span can continue the trace. Changes no status; takes the rows' locks briefly (primary
  * key). Runs only when OpenTelemetry is recording, in the enqueue's own transaction when it has one.
+ * Only a pending job without a traceparent takes one: what the enqueue just inserted. A job a
+ * worker claimed first keeps none (its claim read none), and the producer role, which runs this as
+ * a function (functions.ts), cannot rewrite the trace of a running or traced job.
  */
-const JobTraceAttach = defineStatement(
+export const JobTraceAttach = defineStatement(
   'attach_traceparent',
   (s) => `
   UPDATE ${s}.jobs SET traceparent = $2
-  WHERE id = ANY($1::bigint[])`,
+  WHERE id = ANY($1::bigint[]) AND status::text = 'pending' AND traceparent IS NULL`,
 );
 
 /**

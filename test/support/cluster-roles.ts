@@ -6,6 +6,26 @@ export const GROUP_ROLES = ['leasehold_producer', 'leasehold_worker', 'leasehold
 // SQLSTATE of DROP ROLE refused because objects or privileges in some database depend on the role.
 const DEPENDENT_OBJECTS = '2BP01';
 
+/**
+ * The per-schema group roles (migration 016: `<schema>_producer`, `_worker`, `_admin`, NOLOGIN)
+ * on the server at `url`, 006's cluster-wide names aside.
+ */
+export async function schemaRoles(url: string): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ rolname: string }>(
+      `SELECT rolname FROM pg_roles
+       WHERE NOT rolcanlogin AND rolname ~ '_(producer|worker|admin)$' AND rolname <> ALL ($1)
+       ORDER BY rolname`,
+      [GROUP_ROLES],
+    );
+    return rows.map((row) => row.rolname);
+  } finally {
+    await client.end();
+  }
+}
+
 /** Which of `names` exist as roles on the server at `url`. */
 export async function existingRoles(url: string, names: readonly string[]): Promise<string[]> {
   const client = new pg.Client({ connectionString: url });

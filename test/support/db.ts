@@ -68,12 +68,24 @@ export function testPool(max = 10): pg.Pool {
   return pool;
 }
 
-/** Drops a schema and everything in it. */
+/**
+ * Drops a schema and everything in it, and the roles migration 016 made for it (roles are the
+ * server's: on a shared one they would outlive the schema). The default schema's roles carry 006's
+ * cluster-wide names, which global-setup.ts cleans up instead.
+ */
 export async function dropSchema(schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: databaseUrl() });
   await client.connect();
   try {
     await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    if (schema !== 'leasehold') {
+      for (const kind of ['producer', 'worker', 'admin']) {
+        // Refused (2BP01) only while something else still depends on it: then global-setup's sweep.
+        await client.query(`DROP ROLE IF EXISTS "${schema}_${kind}"`).catch((err: { code?: string }) => {
+          if (err.code !== '2BP01') throw err;
+        });
+      }
+    }
   } finally {
     await client.end();
   }

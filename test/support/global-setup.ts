@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../src/embedded.js';
-import { dropUnusedRoles, existingRoles, GROUP_ROLES } from './cluster-roles.js';
+import { dropUnusedRoles, existingRoles, GROUP_ROLES, schemaRoles } from './cluster-roles.js';
 import { startPgBouncer } from './pgbouncer.js';
 
 declare module 'vitest' {
@@ -38,9 +38,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
     } else {
       // A shared server outlives the run: the cluster-wide group roles the migrations create are
       // dropped at the end if this run created them and no schema on the server still uses them.
+      // So are the per-schema roles (016) this run's schemas left behind when a test dropped its
+      // schema by other means than test/support/db.ts: those nothing depends on any more.
       const url = direct;
       const before = new Set(await existingRoles(url, GROUP_ROLES));
+      const schemaRolesBefore = new Set(await schemaRoles(url));
       stops.push(async () => {
+        const made = (await schemaRoles(url)).filter((role) => !schemaRolesBefore.has(role));
+        await dropUnusedRoles(url, made);
         await dropUnusedRoles(
           url,
           GROUP_ROLES.filter((role) => !before.has(role)),

@@ -4,8 +4,19 @@ import { afterAll } from 'vitest';
 import { Leasehold, type LeaseholdOptions } from '../../src/index.js';
 import { directDatabaseUrl } from './db.js';
 
-/** The group roles migration 006 creates: a contract, shared by every schema on the server. */
-export type GroupRole = 'leasehold_producer' | 'leasehold_worker' | 'leasehold_admin';
+/**
+ * A group role to grant a test login: a schema's own (`schemaRole`), or one of 006's cluster-wide
+ * roles, which migration 016 empties on every schema but the default one (admin excepted).
+ */
+export type GroupRole = string;
+
+/** What a schema's roles are called (migration 016): `<schema>_producer` and so on. */
+export type SchemaRoleKind = 'producer' | 'worker' | 'admin';
+
+/** The name of `schema`'s `kind` role. */
+export function schemaRole(schema: string, kind: SchemaRoleKind): string {
+  return `${schema}_${kind}`;
+}
 
 /** A login role made for one test file. */
 export interface Login {
@@ -50,7 +61,7 @@ export async function createLogin(groups: GroupRole[], { createSchemas = false }
   await asSuperuser(async (client) => {
     // Names and password are hex drawn here: nothing from outside reaches this SQL.
     await client.query(`CREATE ROLE ${name} LOGIN PASSWORD '${password}'`);
-    for (const group of groups) await client.query(`GRANT ${group} TO ${name}`);
+    for (const group of groups) await client.query(`GRANT "${group}" TO ${name}`);
     if (createSchemas)
       await client.query(`GRANT CREATE ON DATABASE "${await currentDatabase(client)}" TO ${name}`);
   });
@@ -60,7 +71,10 @@ export async function createLogin(groups: GroupRole[], { createSchemas = false }
   return { name, url: urlFor(directDatabaseUrl(), name, password) };
 }
 
-/** A Leasehold client on `schema`, connected as a new login granted `groups`; closed after the file. */
+/**
+ * A Leasehold client on `schema`, connected as a new login granted `groups`; closed after the file.
+ * Pass `viaFunctions: true` for a producer or worker role (see `roleClient`).
+ */
 export async function clientAs(
   groups: GroupRole[],
   schema: string,
@@ -71,6 +85,18 @@ export async function clientAs(
   // prepare statements and LISTEN whatever LEASEHOLD_POOLER says about the suite's pooled URL.
   const direct = { listen: true, preparedStatements: true };
   return track(new Leasehold({ poolSize: 4, ...direct, ...options, connectionString: login.url, schema }));
+}
+
+/**
+ * A client connected as a new login granted `schema`'s `kind` role, as an operator would run it:
+ * the producer and worker go through the schema's functions.
+ */
+export function roleClient(
+  schema: string,
+  kind: SchemaRoleKind,
+  options: Omit<LeaseholdOptions, 'schema' | 'connectionString' | 'pool'> = {},
+): Promise<Leasehold> {
+  return clientAs([schemaRole(schema, kind)], schema, { viaFunctions: kind !== 'admin', ...options });
 }
 
 /** Closes `lh` after the file, before its login role is dropped. */

@@ -1,0 +1,260 @@
+/**
+ * The schema's SECURITY DEFINER functions: how the producer and worker roles make their transitions
+ * without any right to write the tables (issue 17; docs/security.md, "Database roles").
+ *
+ * Each entry of FUNCTIONS names a statement of this folder. Its function's body IS that statement's
+ * text (SQL functions take $1..$n positionally), so there is one copy of the SQL: the owner's client
+ * runs the statement, a `viaFunctions` client runs `SELECT * FROM schema.fn($1, ..., $n)` with the
+ * same parameters and gets the same rows, and the fence inside the text applies either way.
+ * The migrator creates the functions (migrate(), see installFunctions in migrations/functions.ts):
+ * owned by the migrating role (the schema owner), `SET search_path = pg_catalog, pg_temp` (the text
+ * qualifies every table with the schema, so nothing can be shadowed), EXECUTE revoked from PUBLIC
+ * and granted to `<schema>_<role>` and the admin roles by grant_function_roles() (migration 016),
+ * which finds them by their comment `leasehold:<role>:<label>`.
+ *
+ * A function's name carries a digest of its definition, so a library version that changes a
+ * statement creates a new function beside the old one: processes of both versions keep working
+ * during a rolling upgrade, and migrate() only has to check that this version's names exist.
+ *
+ * To give a new transition a function: export its statement and add one line below
+ * (`args`: the parameter types in $n order, as PREPARE infers them; `returns`: the result columns
+ * with their names and types, or null for a statement without RETURNING).
+ * test/storage/definer-functions.test.ts checks both against the server for every entry.
+ */
+import { createHash } from 'node:crypto';
+import { JobAgePending } from './aging.js';
+import { JobClaimMany } from './claim.js';
+import { JobClaimManyLimited } from './claim-limited.js';
+import { JobCompleteMany } from './complete.js';
+import { defineStatement, quoteIdent, type Statement } from './db.js';
+import { EffectBegin, EffectRearm, EffectRecordResult } from './effects.js';
+import { JobInsert, JobInsertMany, JobInsertManyQuiet, JobInsertQuiet } from './enqueue.js';
+import { JobInsertKeyed } from './enqueue-keyed.js';
+import { JobInsertOrdered } from './enqueue-ordered.js';
+import { JobFailMany, JobSnoozeMany } from './fail.js';
+import { JobExtendLeaseMany } from './heartbeat.js';
+import { RefusalRecord } from './job-transaction.js';
+import { OrderingKeyRepairListed, OrderingKeyRepairScan, OrderingKeyRepairSweep } from './ordering.js';
+import { JobGetById, JobGetByIdWithoutPayload } from './read.js';
+import { JobRecoverExpired } from './recover.js';
+import { JobTraceAttach } from './traces.js';
+
+/** Which per-schema role may execute a function (the admin roles may execute every one). */
+export type FunctionRole = 'producer' | 'worker';
+
+/** One statement that the producer or worker role runs as a SECURITY DEFINER function. */
+export interface FunctionEntry {
+  readonly statement: (schema: string) => Statement;
+  readonly role: FunctionRole;
+  /** Parameter types, in $1..$n order. */
+  readonly args: string;
+  /** The result columns (`name type, ...`), or null: the function returns void. */
+  readonly returns: string | null;
+}
+
+const FENCE = 'bigint[], bigint[], bigint[], text[], text[]';
+const CLAIMED = `id bigint, payload jsonb, lease_token bigint, lease_claim_id bigint, attempt_count integer,
+  max_attempts integer, priority integer, lease_expires_ms double precision, available_ms double precision`;
+const REPAIRED = `seen integer, released integer, removed integer, missed integer, woken bigint,
+  last_queue text, last_key text`;
+
+/** Every statement that goes through a function, one line each. */
+export const FUNCTIONS: readonly FunctionEntry[] = [
+  // The worker: claim, renew, complete, fail, snooze, the effects ledger, recovery, fairness, ordering repair.
+  {
+    role: 'worker',
+    statement: JobClaimMany,
+    args: 'text, text, bigint, double precision, bigint, timestamptz',
+    returns: CLAIMED,
+  },
+  {
+    role: 'worker',
+    statement: JobClaimManyLimited,
+    args: 'text, text, bigint, double precision, bigint, bigint',
+    returns: CLAIMED,
+  },
+  {
+    role: 'worker',
+    statement: JobExtendLeaseMany,
+    args: `${FENCE}, double precision[]`,
+    returns: 'id bigint, lease_expires_at timestamptz',
+  },
+  {
+    role: 'worker',
+    statement: JobCompleteMany,
+    args: `${FENCE}, text`,
+    returns: 'id bigint, repair text[], woken bigint',
+  },
+  {
+    role: 'worker',
+    statement: JobFailMany,
+    args: `${FENCE}, boolean[], double precision[], double precision[], double precision[], integer[], text[], text[], text[], text[]`,
+    returns: 'id bigint, status text',
+  },
+  {
+    role: 'worker',
+    statement: JobSnoozeMany,
+    args: `${FENCE}, double precision[], text[]`,
+    returns: 'id bigint',
+  },
+  {
+    role: 'worker',
+    statement: EffectBegin,
+    args: 'bigint, bigint, bigint, text, text, text, text',
+    returns: 'held boolean, recorded boolean, has_result boolean, uncertain boolean, result jsonb',
+  },
+  {
+    role: 'worker',
+    statement: EffectRecordResult,
+    args: 'bigint, bigint, bigint, text, text, text, jsonb',
+    returns: 'recorded boolean',
+  },
+  {
+    role: 'worker',
+    statement: EffectRearm,
+    args: 'bigint, bigint, bigint, text, text, text',
+    returns: 'rearmed boolean',
+  },
+  { role: 'worker', statement: RefusalRecord, args: 'text, bigint, text, bigint', returns: null },
+  {
+    role: 'worker',
+    statement: JobRecoverExpired,
+    args: 'bigint, double precision, double precision, text',
+    returns: 'retried integer, dead integer, woken integer, max_delay_ms double precision',
+  },
+  { role: 'worker', statement: JobAgePending, args: 'text, bigint', returns: 'raised integer' },
+  {
+    role: 'worker',
+    statement: OrderingKeyRepairListed,
+    args: 'text[], text[], bigint, text',
+    returns: REPAIRED,
+  },
+  { role: 'worker', statement: OrderingKeyRepairSweep, args: 'bigint, text', returns: REPAIRED },
+  { role: 'worker', statement: OrderingKeyRepairScan, args: 'bigint, text, text, text', returns: REPAIRED },
+  // The producer: enqueue one, many, keyed, ordered, and the trace context of what it enqueued.
+  {
+    role: 'producer',
+    statement: JobInsert,
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text',
+    returns: 'id bigint, notified text',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertQuiet,
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text',
+    returns: 'id bigint',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertMany,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
+    returns: 'ids text[], notified text',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertManyQuiet,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
+    returns: 'ids text[], quiet boolean',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertKeyed,
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text',
+    returns: 'id text, created boolean, notified bigint',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertOrdered,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
+    returns: 'ids text[], notified text',
+  },
+  { role: 'producer', statement: JobTraceAttach, args: 'bigint[], text', returns: null },
+];
+
+/**
+ * Reads that the producer and worker roles run in another form: they may read jobs but not
+ * payloads, so getJob runs without one (the payload reads null).
+ */
+const STAND_INS: readonly (readonly [(schema: string) => Statement, (schema: string) => Statement])[] = [
+  [JobGetById, JobGetByIdWithoutPayload],
+];
+
+/** One entry made concrete for a schema: its function's name, DDL and call. */
+export interface SchemaFunction {
+  readonly role: FunctionRole;
+  /** The statement's short name (`claim_jobs`). */
+  readonly label: string;
+  /** The function's name, unquoted (`lh_claim_jobs_<digest>`). */
+  readonly name: string;
+  /** `"schema".name(args)`: what GRANT, COMMENT and DROP take. */
+  readonly signature: string;
+  /** CREATE FUNCTION and its COMMENT, each one statement. */
+  readonly create: readonly string[];
+  /** The direct statement it replaces, and the call that replaces it. */
+  readonly direct: Statement;
+  readonly call: Statement;
+}
+
+// The body's quote: a statement text containing it could not be a body (checked below).
+const BODY_QUOTE = '$leasehold_fn$';
+const bySchema = new Map<string, readonly SchemaFunction[]>();
+
+/** The functions of `schema`, built once per schema. */
+export function schemaFunctions(schema: string): readonly SchemaFunction[] {
+  let built = bySchema.get(schema);
+  if (!built) {
+    built = FUNCTIONS.map((entry) => buildFunction(schema, entry));
+    bySchema.set(schema, built);
+  }
+  return built;
+}
+
+function buildFunction(schema: string, entry: FunctionEntry): SchemaFunction {
+  const s = quoteIdent(schema);
+  const direct = entry.statement(schema);
+  if (direct.text.includes(BODY_QUOTE)) throw new Error(`${direct.label}: its text holds ${BODY_QUOTE}`);
+  const returns = entry.returns === null ? 'void' : `TABLE (${entry.returns})`;
+  const definition = `(${entry.args}) RETURNS ${returns}
+  LANGUAGE sql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+  AS ${BODY_QUOTE}${direct.text}${BODY_QUOTE}`;
+  const digest = createHash('sha1').update(definition).digest('hex').slice(0, 10);
+  const name = `lh_${direct.label}_${digest}`;
+  const signature = `${s}.${quoteIdent(name)}(${entry.args})`;
+  const arity = entry.args.split(',').length;
+  const placeholders = Array.from({ length: arity }, (_, i) => `$${i + 1}`).join(', ');
+  const call = defineStatement(
+    direct.label,
+    () => `SELECT * FROM ${s}.${quoteIdent(name)}(${placeholders})`,
+  )(schema);
+  return {
+    role: entry.role,
+    label: direct.label,
+    name,
+    signature,
+    create: [
+      `CREATE FUNCTION ${s}.${quoteIdent(name)}${definition}`,
+      `COMMENT ON FUNCTION ${signature} IS 'leasehold:${entry.role}:${direct.label}'`,
+    ],
+    direct,
+    call,
+  };
+}
+
+/**
+ * What a `viaFunctions` client runs in place of each direct statement of `schema`, by the direct
+ * statement's name (see `routeOn` in db.ts): the function calls, and the payload-free reads.
+ */
+export function functionRoutes(schema: string): ReadonlyMap<string, Statement> {
+  let routes = routesBySchema.get(schema);
+  if (!routes) {
+    const built = new Map<string, Statement>();
+    for (const fn of schemaFunctions(schema)) built.set(fn.direct.name, fn.call);
+    for (const [direct, standIn] of STAND_INS) built.set(direct(schema).name, standIn(schema));
+    routes = built;
+    routesBySchema.set(schema, routes);
+  }
+  return routes;
+}
+
+const routesBySchema = new Map<string, ReadonlyMap<string, Statement>>();
