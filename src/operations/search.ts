@@ -203,3 +203,12 @@ export async function setPayloadSearch(
     prefixChars === null ? null : optionalInt(prefixChars, 'prefixChars', 1, MAX_PAYLOAD_SEARCH_CHARS, 256);
   await setPayloadSearchChars(db, schema, queue, chars);
 }
+
+/** The search filters by name and kind, in order (for forms: the dashboard draws one control each). */
+export const SEARCH_FILTERS: readonly { name: string; kind: string }[] = FILTERS.map((f) => ({
+  name: f.name,
+  kind: f.kind,
+}));
+
+/** Every status search tells apart. */
+export { SEARCH_STATUSES };
