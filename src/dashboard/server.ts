@@ -11,7 +11,6 @@ import { dashboardPage } from './page.js';
 import { getRoute, postRoute, type RouteContext } from './routes.js';
 import {
   allowedHosts,
-  cutText,
   hostAllowed,
   isLoopback,
   isSameOriginAction,
