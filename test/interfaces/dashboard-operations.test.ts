@@ -19,6 +19,15 @@ const signup = defineTask('signup', {
   handler: async () => {},
 });
 
+/** The few browser globals the page-side callbacks use (the tests compile without the DOM library). */
+interface Browserish {
+  getComputedStyle(element: unknown): { backgroundColor: string };
+  document: {
+    documentElement: { scrollWidth: number };
+    body: { dataset: Record<string, string | undefined> };
+  };
+}
+
 let browser: Browser;
 let dashboard: Dashboard;
 let lh: Leasehold;
@@ -143,7 +152,9 @@ describe('dashboard operations in a real browser', () => {
     expect(await done.getAttribute('data-done')).toBe('5000');
     expect(await done.getAttribute('data-state')).toBe('finished');
     expect(
-      await page.locator('#bulk-progress').evaluate((p: HTMLProgressElement) => [p.value, p.max]),
+      await page
+        .locator('#bulk-progress')
+        .evaluate((p) => [(p as unknown as { value: number }).value, (p as unknown as { max: number }).max]),
     ).toEqual([5000, 5000]);
     const { rows } = await sql().query<{ status: string; code: string; n: number; replays: number }>(
       `SELECT j.status::text, j.last_error_code AS code, count(*)::int AS n,
@@ -231,7 +242,7 @@ describe('dashboard operations in a real browser', () => {
       const sums = () =>
         page.evaluate((queue) => {
           const charts = (
-            window as unknown as { leaseholdCharts: Record<string, Record<string, { data: number[][] }>> }
+            globalThis as unknown as { leaseholdCharts: Record<string, Record<string, { data: number[][] }>> }
           ).leaseholdCharts[queue];
           if (!charts) return null;
           const sum = (values: (number | null)[]) => values.reduce<number>((a, v) => a + (v ?? 0), 0);
@@ -269,15 +280,21 @@ describe('dashboard operations in a real browser', () => {
       .locator('#history tbody tr')
       .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-kind')));
     expect(kinds).toEqual(['enqueued', 'claimed', 'dead', 'replayed', 'claimed', 'dead']);
-    expect(await page.locator('body').evaluate((b) => getComputedStyle(b).backgroundColor)).toBe(
-      'rgb(20, 24, 28)',
-    );
+    expect(
+      await page
+        .locator('body')
+        .evaluate((b) => (globalThis as unknown as Browserish).getComputedStyle(b).backgroundColor),
+    ).toBe('rgb(20, 24, 28)');
     await page.screenshot({ path: `${shotsDir}/dashboard-job-dark.png`, fullPage: true });
     await page.close();
     const phone = await open('/', { viewport: { width: 390, height: 844 }, isMobile: true });
     await phone.page.locator('#queues').waitFor();
     // Nothing wider than the screen: tables scroll inside their own box.
-    expect(await phone.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    expect(
+      await phone.page.evaluate(
+        () => (globalThis as unknown as Browserish).document.documentElement.scrollWidth,
+      ),
+    ).toBeLessThanOrEqual(390);
     await phone.page.screenshot({ path: `${shotsDir}/dashboard-phone.png` });
     await phone.page.close();
   });
@@ -295,7 +312,7 @@ describe('dashboard operations in a real browser', () => {
       expect(await page.locator('#role').textContent()).toBe('read-only');
       expect(await page.locator('button.cancel').isDisabled()).toBe(true);
       const answers = await page.evaluate(async (jobId) => {
-        const csrf = document.body.dataset.csrf as string;
+        const csrf = (globalThis as unknown as Browserish).document.body.dataset.csrf as string;
         const post = (path: string, body: unknown) =>
           fetch(path, {
             method: 'POST',
