@@ -5,10 +5,10 @@
 // running, 8% dead (a few error codes), 2% cancelled, plus rows/10 retained succeeded jobs, keyed
 // enqueues for 1% of them; after VACUUM ANALYZE.
 import pg from 'pg';
+import { openServer } from '../bench/lib/server.mjs';
 import { Leasehold } from '../dist/index.js';
 import { searchCriteria } from '../dist/operations/search.js';
 import { searchStatement } from '../dist/storage/search.js';
-import { openServer } from '../bench/lib/server.mjs';
 
 const rows = Number(process.argv[2] ?? 1_000_000);
 const server = await openServer({ settings: {} });
@@ -18,7 +18,8 @@ const pool = new pg.Pool({ connectionString: server.connectionString, max: 2 });
 const s = `"${schema}"`;
 try {
   await lh.migrate();
-  await pool.query(`
+  await pool.query(
+    `
     INSERT INTO ${s}.jobs (queue_name, payload, status, priority, ordering_key, awaits_predecessor,
                            last_error_code, finished_at, lease_owner, lease_expires_at, created_at)
     SELECT 'q' || (n % 5), jsonb_build_object('n', n), st.status::${s}.job_status, n % 3,
