@@ -39,7 +39,7 @@ function seriesOf(q, name) {
   return q[name];
 }
 
-function draw(box, q, chart, width) {
+function draw(box, q, chart, cardWidth) {
   const data = [q.minutes.map((m) => m / 1000), ...chart.series.map(([name]) => seriesOf(q, name))];
   const existing = charts[q.queue]?.[chart.key];
   if (existing) {
@@ -126,7 +126,8 @@ export async function healthCharts(section) {
       );
       container.append(card);
     }
-    for (const chart of CHARTS) draw(card.querySelector(`[data-chart="${chart.key}"]`), q, chart, width);
+    const cardWidth = Math.max(220, Math.min(width, card.clientWidth - 16));
+    for (const chart of CHARTS) draw(card.querySelector(`[data-chart="${chart.key}"]`), q, chart, cardWidth);
     const codes = Object.entries(q.retriesByCode).sort((a, b) => b[1] - a[1]);
     card.querySelector('.codes').textContent =
       `Retries by error code: ${codes.length ? codes.map(([c, n]) => `${c} ${n}`).join(', ') : 'none'}`;
