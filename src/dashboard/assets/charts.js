@@ -39,7 +39,7 @@ function seriesOf(q, name) {
   return q[name];
 }
 
-function draw(box, q, chart, cardWidth) {
+function draw(box, q, chart, width) {
   const data = [q.minutes.map((m) => m / 1000), ...chart.series.map(([name]) => seriesOf(q, name))];
   const existing = charts[q.queue]?.[chart.key];
   if (existing) {
