@@ -1,10 +1,26 @@
+import type { EnqueueOptions } from '../client-options.js';
 import type { LeaseholdContext } from '../context.js';
+import {
+  type BulkActionKind,
+  type BulkOptions,
+  beginBulk,
+  bulkActions,
+  previewBulk,
+} from '../operations/bulk.js';
 import { cancel } from '../operations/cancel.js';
 import { listDead } from '../operations/dead.js';
+import { enqueue } from '../operations/enqueue.js';
+import { enqueueTask } from '../operations/enqueue-task.js';
 import { getJob } from '../operations/jobs.js';
+import { MetricsRollupService, readMetricsHistory } from '../operations/metrics-history.js';
 import { blockedKeys } from '../operations/ordering.js';
+import { setQueuePaused } from '../operations/queue-settings.js';
 import { replay } from '../operations/replay.js';
+import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/search.js';
 import { readStats } from '../operations/stats.js';
+import type { AnyTask } from '../runtime/task.js';
+import { listJobEffects } from '../storage/effects-read.js';
+import { assertJobId } from '../validation.js';
 
 /**
  * The public calls the dashboard makes, bound to a context: the same functions `Leasehold`'s
@@ -17,7 +33,24 @@ export function dashboardApi(context: LeaseholdContext) {
     blockedKeys: (options: Parameters<typeof blockedKeys>[2]) => blockedKeys(pool, schema, options),
     listDead: (options: Parameters<typeof listDead>[2]) => listDead(pool, schema, options),
     getJob: (id: string, options: { history: true }) => getJob(context, id, options),
+    effects: (id: string) => listJobEffects(pool, schema, assertJobId(id), 100),
     replay: (ids: string[], options: Parameters<typeof replay>[3]) => replay(pool, schema, ids, options),
     cancel: (id: string, options: Parameters<typeof cancel>[3]) => cancel(pool, schema, id, options),
+    search: (search: JobSearch, options: SearchOptions) => searchJobsPage(pool, schema, search, options),
+    previewBulk: (action: BulkActionKind, search: JobSearch) => previewBulk(pool, schema, action, search),
+    beginBulk: (action: BulkActionKind, search: JobSearch, options: BulkOptions) =>
+      beginBulk(pool, schema, action, search, options),
+    bulkActions: (options: { id?: string; limit?: number }) => bulkActions(pool, schema, options),
+    metrics: (range: 'hour' | 'day', queue: string | null) => readMetricsHistory(pool, schema, range, queue),
+    rollupService: (intervalMs: number, onError: (err: unknown) => void) =>
+      new MetricsRollupService(pool, schema, intervalMs, onError),
+    setPaused: (queue: string, paused: boolean) => setQueuePaused(context, queue, paused),
+    enqueue: (queue: string, payload: unknown, options: EnqueueOptions) =>
+      enqueue(context, queue, payload, options),
+    enqueueTask: (task: AnyTask, payload: unknown, options: EnqueueOptions) =>
+      enqueueTask(context, task, payload, options),
   };
 }
+
+/** The dashboard's bound API. */
+export type DashboardApi = ReturnType<typeof dashboardApi>;

@@ -4,12 +4,13 @@ import type { AddressInfo } from 'node:net';
 import type { Leasehold } from '../client.js';
 import { contextOf, type LeaseholdContext } from '../context.js';
 import { isLeaseholdError, ValidationError } from '../errors.js';
+import type { AnyTask } from '../runtime/task.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { dashboardApi } from './api.js';
 import { dashboardPage } from './page.js';
+import { getRoute, postRoute, type RouteContext } from './routes.js';
 import {
   allowedHosts,
-  cutText,
   hostAllowed,
   isLoopback,
   isSameOriginAction,
@@ -20,6 +21,7 @@ import {
   servedOverTls,
   TOKEN_COOKIE,
 } from './security.js';
+import { loadAssets } from './static.js';
 import { ThroughputHistory } from './throughput.js';
 
 /** Options of `startDashboard`. */
@@ -30,6 +32,18 @@ export interface DashboardOptions {
   host?: string;
   /** Access token required on every request (as `?token=` once, then a cookie, or `Authorization: Bearer`). */
   token?: string;
+  /**
+   * A second token for read-only access: its holder sees every page, and every state-changing
+   * request is refused (403). Requires `token` (the operator's).
+   */
+  viewerToken?: string;
+  /** Typed tasks: enqueue from the dashboard validates a task's payload with its schema. */
+  tasks?: readonly AnyTask[];
+  /**
+   * How often the metrics rollup pass runs while the dashboard runs, in ms (default 15 s); 0 turns
+   * it off (the charts then show what another process rolled up).
+   */
+  rollupIntervalMs?: number;
   /** Recorded as the actor of replays and cancels (default `dashboard`). */
   actor?: string;
   /**
@@ -52,15 +66,18 @@ export interface Dashboard {
   close(): Promise<void>;
 }
 
-/** Longest payload excerpt shown on a job page, in characters. */
-export const MAX_PAYLOAD_PREVIEW = 2_000;
-/** Largest request body accepted, in bytes: actions carry only a reason. */
-const MAX_BODY = 8_192;
+/** Largest request body accepted, in bytes: a reason, a filter, or a payload enqueued from the form. */
+const MAX_BODY = 65_536;
+
+// The page's paths; the script picks the view from the path.
+const PAGES = /^\/(?:|dead|search|enqueue|jobs\/\d{1,19})$/;
 
 /**
- * Serves the web dashboard over `lh`'s public API: queues at a glance (polled every 2 s), a job's
- * history, and dead jobs with replay and cancel. Binds to loopback unless given a token. Takes a
- * client, or the resolved context of one (the dashboard needs nothing else).
+ * Serves the web dashboard over `lh`'s public API: queues at a glance with health charts (a
+ * per-minute rollup it maintains while running), search over every job, bulk replay, cancel and
+ * remove by filter, a job's timeline, pause and resume, enqueue (validated by a task's schema).
+ * Binds to loopback unless given a token; a viewer token gives read-only access. Takes a client,
+ * or the resolved context of one (the dashboard needs nothing else). See docs/dashboard.md.
  */
 export async function startDashboard(
   source: Leasehold | LeaseholdContext,
@@ -68,7 +85,18 @@ export async function startDashboard(
 ): Promise<Dashboard> {
   rejectUnknownOptions(
     options,
-    ['port', 'host', 'token', 'actor', 'allowedHosts', 'trustProxy', 'tls'],
+    [
+      'port',
+      'host',
+      'token',
+      'viewerToken',
+      'tasks',
+      'rollupIntervalMs',
+      'actor',
+      'allowedHosts',
+      'trustProxy',
+      'tls',
+    ],
     'options',
   );
   const lh = dashboardApi(contextOf(source));
@@ -77,9 +105,26 @@ export async function startDashboard(
   if (!isLoopback(host) && !token) {
     throw new ValidationError('token', `a dashboard bound to ${host} must require a token (--token)`);
   }
+  const viewerToken = options.viewerToken;
+  if (viewerToken !== undefined && (!token || typeof viewerToken !== 'string' || viewerToken === token)) {
+    throw new ValidationError('viewerToken', 'needs an operator token beside it, and must differ from it');
+  }
   const csrf = randomToken();
   const actor = options.actor ?? 'dashboard';
-  const throughput = new ThroughputHistory();
+  const tasks = new Map<string, AnyTask>();
+  for (const task of options.tasks ?? []) {
+    if (typeof task?.name !== 'string')
+      throw new ValidationError('tasks', 'must list tasks made by defineTask');
+    tasks.set(task.name, task);
+  }
+  const routes: RouteContext = { api: lh, actor, tasks, throughput: new ThroughputHistory() };
+  const assets = loadAssets();
+  const rollupMs = options.rollupIntervalMs ?? 15_000;
+  if (!Number.isInteger(rollupMs) || rollupMs < 0) {
+    throw new ValidationError('rollupIntervalMs', 'must be a whole number of ms, 0 to turn the rollup off');
+  }
+  // Rollup failures are not the page's: the charts show what was written.
+  const rollup = rollupMs > 0 ? lh.rollupService(rollupMs, () => {}) : null;
   const trustProxy = options.trustProxy === true;
   // Filled in once listening (the port may be picked by the system); no request arrives before.
   let hosts: ReadonlySet<string> = new Set();
@@ -97,14 +142,19 @@ export async function startDashboard(
     // Before anything else: a name this server was not started for is a rebound name or a mistake.
     if (!hostAllowed(req, hosts)) return sendJson(res, 421, { error: 'unknown Host' });
     if (!originAllowed(req, hosts)) return sendJson(res, 403, { error: 'cross-site request refused' });
+    let role: 'operator' | 'viewer' = 'operator';
     if (token) {
       const given = presentedToken(req, url);
-      if (!sameSecret(given, token)) return sendJson(res, 401, { error: 'a valid token is required' });
+      const viewer = viewerToken !== undefined && sameSecret(given, viewerToken);
+      if (!sameSecret(given, token) && !viewer) {
+        return sendJson(res, 401, { error: 'a valid token is required' });
+      }
+      if (viewer) role = 'viewer';
       // Keep the token in a cookie so links and the page's own requests carry it.
       const secure = servedOverTls(req, trustProxy) ? '; Secure' : '';
       res.setHeader(
         'Set-Cookie',
-        `${TOKEN_COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${secure}`,
+        `${TOKEN_COOKIE}=${encodeURIComponent(viewer ? (viewerToken as string) : token)}; HttpOnly; SameSite=Strict; Path=/${secure}`,
       );
       if (req.method === 'GET' && url.searchParams.has('token') && !url.pathname.startsWith('/api/')) {
         // The token now rides in the cookie: send the browser to the same page without it, so it
@@ -118,75 +168,35 @@ export async function startDashboard(
     }
     const path = url.pathname;
     if (req.method === 'GET') {
-      if (path === '/' || path === '/dead' || /^\/jobs\/\d{1,19}$/.test(path)) {
-        // Only the page's own inline script runs; every value it shows is set as text, never as HTML.
-        const nonce = randomToken();
+      if (PAGES.test(path)) {
+        // Scripts and styles only from this server's /assets/: the page has no inline script.
         res.setHeader(
           'Content-Security-Policy',
-          `default-src 'self'; script-src 'nonce-${nonce}'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'`,
+          "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
         );
-        return sendHtml(res, dashboardPage({ csrfToken: csrf, nonce }));
+        return sendHtml(res, dashboardPage({ csrfToken: csrf, role }));
       }
-      if (path === '/api/overview') return sendJson(res, 200, await overview());
-      if (path === '/api/dead') return sendJson(res, 200, await deadJobs(url.searchParams));
-      const job = /^\/api\/jobs\/(\d{1,19})$/.exec(path);
-      if (job)
-        return sendJson(res, 200, await jobPage(job[1] as string, url.searchParams.get('payload') === '1'));
+      const asset = path.startsWith('/assets/') ? assets.get(path.slice('/assets/'.length)) : undefined;
+      if (asset) {
+        res.writeHead(200, { 'Content-Type': asset.type, 'Content-Length': asset.body.length });
+        res.end(asset.body);
+        return;
+      }
+      const answer = await getRoute(routes, path, url.searchParams);
+      if (answer) return sendJson(res, answer[0], answer[1]);
       return sendJson(res, 404, { error: 'not found' });
     }
     if (req.method === 'POST') {
-      const action = /^\/api\/jobs\/(\d{1,19})\/(replay|cancel)$/.exec(path);
-      if (!action) return sendJson(res, 404, { error: 'not found' });
+      if (!path.startsWith('/api/')) return sendJson(res, 404, { error: 'not found' });
       if (!isSameOriginAction(req, csrf)) return sendJson(res, 403, { error: 'cross-site request refused' });
-      const body = await readJson(req);
-      const reason =
-        typeof body.reason === 'string' && body.reason.trim()
-          ? cutText(body.reason.trim(), 1000)
-          : 'from the dashboard';
-      const id = action[1] as string;
-      if (action[2] === 'replay') {
-        const result = await lh.replay([id], { reason, actor });
-        return sendJson(res, 200, { replayed: result.replayed });
-      }
-      const result = await lh.cancel(id, { reason, actor });
-      return sendJson(res, 200, result);
+      // A viewer sees everything and changes nothing: refused before the body is read.
+      if (role === 'viewer') return sendJson(res, 403, { error: 'read-only access: this token may not act' });
+      const answer = await postRoute(routes, path, await readJson(req));
+      if (answer) return sendJson(res, answer[0], answer[1]);
+      return sendJson(res, 404, { error: 'not found' });
     }
     res.setHeader('Allow', 'GET, POST');
     return sendJson(res, 405, { error: 'method not allowed' });
-  }
-
-  async function overview() {
-    const [stats, blockedKeys] = await Promise.all([
-      lh.stats({ windowMs: 60_000 }),
-      lh.blockedKeys({ limit: 50 }),
-    ]);
-    throughput.record(
-      stats.at.getTime(),
-      Object.fromEntries(stats.queues.map((q) => [q.queue, q.completedInWindow])),
-    );
-    return {
-      at: stats.at,
-      queues: stats.queues,
-      throughput: throughput.samples(),
-      windowTruncated: stats.windowTruncated,
-      // Ordering keys held up by a dead head: replay or skip the head to unblock them.
-      blockedKeys,
-    };
-  }
-
-  async function deadJobs(params: URLSearchParams) {
-    const queue = params.get('queue') || undefined;
-    const errorCode = params.get('errorCode') || undefined;
-    const cursor = params.get('cursor') || undefined;
-    return lh.listDead({ queue, errorCode, cursor, limit: 50 });
-  }
-
-  // The payload only when asked for (`?payload=1`), as the CLI's `jobs show --payload`.
-  async function jobPage(id: string, withPayload: boolean) {
-    const job = await lh.getJob(id, { history: true });
-    if (!job) return { job: null };
-    const { payload, ...rest } = job;
-    return { job: { ...rest, payloadPreview: withPayload ? preview(payload) : null } };
   }
 
   await new Promise<void>((resolve, reject) => {
@@ -198,24 +208,18 @@ export async function startDashboard(
   });
   const address = server.address() as AddressInfo;
   hosts = allowedHosts(host, address.port, options.allowedHosts ?? []);
+  rollup?.start();
+  // The first pass at once: the charts then show the last hour's completions and events.
+  const firstPass = rollup?.runOnce().catch(() => 0);
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {
     url: `${options.tls ? 'https' : 'http'}://${shownHost}:${address.port}`,
-    close: () => closeServer(server),
+    close: async () => {
+      await firstPass;
+      await rollup?.stop();
+      await closeServer(server);
+    },
   };
-}
-
-/** A payload as shown on a job page: JSON, cut at `MAX_PAYLOAD_PREVIEW` characters. */
-export function preview(payload: unknown): { text: string; truncated: boolean } {
-  let text: string;
-  try {
-    text = JSON.stringify(payload, null, 2) ?? 'null';
-  } catch {
-    text = '(not serialisable)';
-  }
-  return text.length > MAX_PAYLOAD_PREVIEW
-    ? { text: text.slice(0, MAX_PAYLOAD_PREVIEW), truncated: true }
-    : { text, truncated: false };
 }
 
 async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {

@@ -80,3 +80,91 @@ export async function cancelJob(
   if (row && row.repair.length > 0) await repairOrderingKeys(db, schema, row.repair, row.repair.length);
   return row ? { status: row.status, cancelled: row.cancelled } : { status: null, cancelled: false };
 }
+
+/**
+ * JobCancelListed: pending/running -> cancelled for the listed ids that are still live, at most one
+ * per ordering key per statement (the key's latest first, so a key's waiting jobs go before its
+ * head and none is released to run; the ordering CTE may touch a key row once per statement).
+ * Jobs locked elsewhere are skipped (SKIP LOCKED). Same effects as JobCancel for each: a running
+ * job's token is bumped (its worker is fenced out), its key slot given back, a `cancelled` event
+ * with actor $2 and reason $3. Returns how many it cancelled, how many listed jobs remain live
+ * (the caller repeats the statement for them), and keys to repair. Primary-key lookups.
+ */
+const JobCancelListed = defineStatement(
+  'cancel_listed',
+  (s) => `
+  WITH locked AS (
+    SELECT id, status, queue_name, ordering_key, lease_owner, lease_token, lease_claim_id, claimed_at,
+           lease_extensions, attempt_count, holds_key_slot
+    FROM ${s}.jobs
+    WHERE id = ANY($1::bigint[]) AND status IN ('pending', 'running')
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+  ),
+  target AS (
+    SELECT DISTINCT ON (coalesce(queue_name || chr(31) || ordering_key, id::text)) *
+    FROM locked
+    ORDER BY coalesce(queue_name || chr(31) || ordering_key, id::text), id DESC
+  ),
+  changed AS (
+    UPDATE ${s}.jobs AS j
+    SET status = 'cancelled',
+        lease_token = j.lease_token + 1,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        finished_at = now(),
+        last_error_code = 'CANCELLED',
+        last_error_class = NULL,
+        last_error_message = $3,
+        last_error_stack = NULL,
+        awaits_predecessor = false
+    FROM target
+    WHERE j.id = target.id AND j.status IN ('pending', 'running')
+    RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
+              target.lease_claim_id, target.claimed_at, target.lease_extensions, target.attempt_count,
+              j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot
+  ),
+  ${orderingAdvanceCte(s, 'changed')},
+  ${keySlotsReleaseCte(s, 'changed')},
+  recorded AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
+                                 lease_claim_id, claimed_at, lease_extensions, error_code, actor, reason)
+    SELECT id, queue_name, 'cancelled', 'cancelled',
+           CASE WHEN was = 'running' THEN attempt_count END,
+           CASE WHEN was = 'running' THEN lease_owner END,
+           CASE WHEN was = 'running' THEN lease_token END,
+           CASE WHEN was = 'running' THEN lease_claim_id END,
+           CASE WHEN was = 'running' THEN claimed_at END,
+           CASE WHEN was = 'running' THEN lease_extensions END,
+           'CANCELLED', $2, $3
+    FROM changed
+  )
+  SELECT (SELECT count(*) FROM changed)::int AS cancelled,
+         (SELECT count(*) FROM locked)::int - (SELECT count(*) FROM changed)::int AS left_over,
+         ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken`,
+);
+
+/**
+ * Cancels the listed jobs that are still pending or running, repeating the statement while jobs
+ * of one ordering key remain (one per key per statement); returns how many it cancelled.
+ */
+export async function cancelListed(
+  db: Queryable,
+  schema: string,
+  ids: readonly string[],
+  params: { actor: string | null; reason: string },
+): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const rows = await run<{ cancelled: number; left_over: number; repair: string[] }>(
+      db,
+      JobCancelListed(schema),
+      [ids, params.actor, params.reason, wakeupChannel(schema)],
+    );
+    const row = rows[0];
+    if (!row) return total;
+    if (row.repair.length > 0) await repairOrderingKeys(db, schema, row.repair, row.repair.length);
+    total += row.cancelled;
+    if (row.cancelled === 0 || row.left_over === 0) return total;
+  }
+}

@@ -137,6 +137,50 @@ const DeadJobCount = defineStatement(
     AND finished_at < $4::timestamptz`,
 );
 
+/**
+ * JobReplayListed: dead -> pending for the listed ids that are still dead, skipping the others (a
+ * bulk action's batch: a job replayed or removed since it was listed is left alone). Locks with
+ * SKIP LOCKED in id order; same event and wake-up as JobReplayMany. Primary-key lookups.
+ */
+const JobReplayListed = defineStatement(
+  'replay_listed',
+  (s) => `
+  WITH batch AS (
+    SELECT id, attempt_count
+    FROM ${s}.jobs
+    WHERE id = ANY($1::bigint[]) AND status = 'dead'
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+  ),
+  changed AS (
+    UPDATE ${s}.jobs AS j
+    SET ${REPLAY_SET.replaceAll('$RESET', '$4::boolean')}
+    FROM batch
+    WHERE j.id = batch.id AND j.status = 'dead'
+    RETURNING j.id, j.queue_name, j.last_error_code, batch.attempt_count AS attempts_before
+  ),
+  ${AFTER_REPLAY(s, '$2', '$3', '$4::boolean', '$5::boolean', '$6')}
+  SELECT (SELECT count(*) FROM changed)::int AS replayed FROM woken`,
+);
+
+/** Replays the listed jobs that are still dead; returns how many it replayed. */
+export async function replayListed(
+  db: Queryable,
+  schema: string,
+  ids: readonly string[],
+  params: ReplayParams,
+): Promise<number> {
+  const rows = await run<{ replayed: number }>(db, JobReplayListed(schema), [
+    ids,
+    params.actor,
+    params.reason,
+    params.resetAttempts,
+    params.retryUncertainEffects,
+    wakeupChannel(schema),
+  ]);
+  return rows[0]?.replayed ?? 0;
+}
+
 /** Who replays, why, and how. */
 export interface ReplayParams {
   actor: string | null;

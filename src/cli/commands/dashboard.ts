@@ -20,12 +20,16 @@ interface DashboardFlags extends AdminFlags {
   token?: string | false;
   allowHost: string[];
   trustProxy?: boolean;
+  /** A second token that may only read. */
+  viewerToken?: string;
 }
 
 /** `leasehold dashboard`: the web dashboard (queues, jobs, dead jobs with replay and cancel). */
 export function dashboardCommand(interrupt: Interrupt, open: OpenContext = contextFromFlags): Command {
   const command = new Command('dashboard')
-    .description('serve the web dashboard: queues live, job history, dead jobs with replay and cancel')
+    .description(
+      'serve the web dashboard: queues live with health charts, search, bulk actions, job timelines',
+    )
     .option('--port <n>', 'port to listen on', positiveInt, 8080)
     .option('--host <address>', 'address to bind; anything but loopback requires --token', '127.0.0.1')
     .addOption(
@@ -41,12 +45,19 @@ export function dashboardCommand(interrupt: Interrupt, open: OpenContext = conte
       (value: string, previous: string[]) => [...previous, value],
       [] as string[],
     )
-    .option('--trust-proxy', 'trust X-Forwarded-Proto from a proxy in front (marks the cookie Secure)');
+    .option('--trust-proxy', 'trust X-Forwarded-Proto from a proxy in front (marks the cookie Secure)')
+    .addOption(
+      new Option(
+        '--viewer-token <secret>',
+        'a second token for read-only access: every page, no action (needs the operator token)',
+      ).env('LEASEHOLD_DASHBOARD_VIEWER_TOKEN'),
+    );
   addAdminOptions(command, { json: false });
   command.addHelpText(
     'after',
     `
-Replays and cancels are recorded in each job's history with the actor "dashboard".
+Replays, cancels and removals (one job or every job a search matches) are recorded in each job's
+history with the actor "dashboard"; bulk actions also in the bulk action log. See docs/dashboard.md.
 
 Examples:
   $ leasehold dashboard
@@ -70,6 +81,7 @@ Examples:
         allowedHosts: flags.allowHost,
         ...(flags.trustProxy && { trustProxy: true }),
         ...(token && { token }),
+        ...(flags.viewerToken && { viewerToken: flags.viewerToken }),
       });
       // A generated token is shown once, in the URL to open; a given one is the operator's already.
       note(`dashboard at ${dashboard.url}/${generated ? `?token=${generated}` : ''}`);

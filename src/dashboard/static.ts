@@ -1,0 +1,47 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+/** A file the dashboard serves under `/assets/`. */
+export interface StaticAsset {
+  body: Buffer;
+  type: string;
+}
+
+// The page's own scripts and styles sit beside this module (src/dashboard/assets, copied to
+// dist/dashboard/assets by the build); uPlot is the package's own dist file, found through
+// node_modules resolution. Read once at start: no request reads the disk, and nothing is fetched
+// from anywhere but this server.
+const OWN = [
+  'app.js',
+  'dom.js',
+  'overview.js',
+  'charts.js',
+  'search.js',
+  'bulk.js',
+  'job.js',
+  'enqueue.js',
+  'app.css',
+];
+
+function typeOf(name: string): string {
+  return name.endsWith('.css') ? 'text/css; charset=utf-8' : 'text/javascript; charset=utf-8';
+}
+
+/** Loads every asset the page uses, by the name it is served under. */
+export function loadAssets(): ReadonlyMap<string, StaticAsset> {
+  const assets = new Map<string, StaticAsset>();
+  for (const name of OWN) {
+    assets.set(name, {
+      body: readFileSync(new URL(`./assets/${name}`, import.meta.url)),
+      type: typeOf(name),
+    });
+  }
+  const require = createRequire(import.meta.url);
+  for (const [served, file] of [
+    ['uPlot.iife.min.js', 'uplot/dist/uPlot.iife.min.js'],
+    ['uPlot.min.css', 'uplot/dist/uPlot.min.css'],
+  ] as const) {
+    assets.set(served, { body: readFileSync(require.resolve(file)), type: typeOf(served) });
+  }
+  return assets;
+}
