@@ -77,19 +77,48 @@ describe('runUntilIdle', () => {
     expect(leases.every((lease) => lease.attempt === 1)).toBe(true);
   });
 
-  it('maxMs: stops claiming, hands back claimed jobs it never started (attempt refunded) while a handler still runs, then lets it finish', async () => {
+  it('maxMs: ends the run, aborting what still runs after shutdownTimeoutMs, and every lease it held is claimable by anyone at once, attempt refunded', async () => {
     const lh = await migratedClient();
     const pool = testPool();
     await lh.enqueueMany(
       'timed',
       Array.from({ length: 6 }, (_, i) => ({ payload: i })),
     );
-    const first = deferred();
-    const release = deferred();
-    const running = lh.runUntilIdle({
-      // One slot, five claimed ahead into the buffer: one claim takes all six.
+    const result = await lh.runUntilIdle({
+      // One slot and five claimed ahead; the handler runs until its signal is aborted.
       queues: {
         timed: {
+          concurrency: 1,
+          prefetch: 5,
+          handler: (job) =>
+            new Promise((_, reject) => job.signal.addEventListener('abort', () => reject(job.signal.reason))),
+        },
+      },
+      maxMs: 200,
+      shutdownTimeoutMs: 0,
+    });
+    expect(result).toMatchObject({ succeeded: 0, failed: 0, lost: 0, endedBy: 'maxMs' });
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM "${lh.schema}".jobs
+       WHERE status = 'pending' AND attempt_count = 0 AND lease_owner IS NULL AND available_at <= now()`,
+    );
+    expect(rows[0].n).toBe(6);
+    expect(await lh.claim({ queue: 'timed', owner: 'another', limit: 10 })).toHaveLength(6);
+  });
+
+  it('ending early hands back claimed jobs it never started at once, while a handler still runs, then lets that handler finish', async () => {
+    const lh = await migratedClient();
+    const pool = testPool();
+    await lh.enqueueMany(
+      'handback',
+      Array.from({ length: 6 }, (_, i) => ({ payload: i })),
+    );
+    const first = deferred();
+    const release = deferred();
+    const worker = lh.worker({
+      // One slot, five claimed ahead into the buffer: one claim takes all six.
+      queues: {
+        handback: {
           concurrency: 1,
           prefetch: 5,
           handler: async () => {
@@ -98,10 +127,10 @@ describe('runUntilIdle', () => {
           },
         },
       },
-      maxMs: 150,
     });
+    const running = worker.runUntilIdle();
     await first.promise;
-    // The five buffered leases come back as pending, unclaimed, attempt refunded, while the first runs.
+    const stopping = worker.stop(); // the same ending as at maxMs
     await waitFor(
       async () => {
         const { rows } = await pool.query(
@@ -113,10 +142,10 @@ describe('runUntilIdle', () => {
       },
       { what: 'five unstarted leases handed back' },
     );
-    const taken = await lh.claim({ queue: 'timed', owner: 'another', limit: 10 });
-    expect(taken).toHaveLength(5);
+    expect(await lh.claim({ queue: 'handback', owner: 'another', limit: 10 })).toHaveLength(5);
     release.resolve();
-    expect(await running).toMatchObject({ succeeded: 1, failed: 0, lost: 0, endedBy: 'maxMs' });
+    await stopping;
+    expect(await running).toMatchObject({ succeeded: 1, failed: 0, lost: 0, endedBy: 'stopped' });
     expect(await countByStatus(pool, lh.schema)).toEqual({ succeeded: 1, running: 5 });
   });
 
