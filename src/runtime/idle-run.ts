@@ -91,6 +91,7 @@ export class IdleRun {
   #remaining: number;
   #woken = false;
   #claimedSinceWake = 0;
+  #handBacks = 0;
   #timer: NodeJS.Timeout | null = null;
   #reason: IdleRunEnd = 'stopped';
   #recovered = 0;
@@ -119,6 +120,18 @@ export class IdleRun {
   claimed(rows: number): void {
     this.#remaining -= rows;
     this.#claimedSinceWake += rows;
+  }
+
+  /**
+   * A hand-back in flight (a buffered job that waited past half its lease): the run is not idle
+   * before it is answered, since the job is claimable again only then.
+   */
+  handingBack<T>(write: Promise<T>): Promise<T> {
+    this.#handBacks++;
+    return write.finally(() => {
+      this.#handBacks--;
+      this.check();
+    });
   }
 
   /** Ends the run (once) for `reason`. */
@@ -163,7 +176,7 @@ export class IdleRun {
 
   /** Called whenever a queue may have gone quiet: ends the run, or starts the confirming claim round. */
   check(): void {
-    if (this.#over || !this.host.quiet()) return;
+    if (this.#over || this.#handBacks > 0 || !this.host.quiet()) return;
     if (this.#remaining <= 0) this.end('maxJobs');
     else if (this.#woken && this.#claimedSinceWake === 0) this.end('idle');
     else {

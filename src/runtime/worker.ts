@@ -296,7 +296,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   // Returns a claimed job that never started: pending again at once, its attempt refunded.
   #handBack(config: ResolvedQueue, row: ClaimedRow): Promise<OutcomeResult> {
     this.#claims.takeTraceparent(row.id);
-    return this.#batcher.snooze(handBackWrite(row, this.owner, config.name));
+    const write = this.#batcher.snooze(handBackWrite(row, this.owner, config.name));
+    return this.#idleRun ? this.#idleRun.handingBack(write) : write;
   }
 
   #start(q: QueueRunner, row: ClaimedRow, claimSentAt: number): void {

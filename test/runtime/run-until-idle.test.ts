@@ -149,6 +149,39 @@ describe('runUntilIdle', () => {
     expect(await countByStatus(pool, lh.schema)).toEqual({ succeeded: 1, running: 5 });
   });
 
+  it('a buffered job handed back for waiting past half its lease is claimed again and run in the same call', async () => {
+    const lh = await migratedClient();
+    const { ids } = await lh.enqueueMany('slowfirst', [{ payload: 'long' }, { payload: 'short' }]);
+    const ran: unknown[] = [];
+    const result = await lh.runUntilIdle({
+      queues: {
+        slowfirst: {
+          // One slot, one job read ahead: the second waits in the buffer while the first runs
+          // longer than half the lease, so it is handed back unstarted instead of started late.
+          concurrency: 1,
+          prefetch: 1,
+          leaseMs: 2000,
+          handler: async (job) => {
+            if (job.payload === 'long') await new Promise((resolve) => setTimeout(resolve, 1100));
+            ran.push(job.payload);
+          },
+        },
+      },
+    });
+    expect(result).toMatchObject({ succeeded: 2, lost: 0, endedBy: 'idle' });
+    expect(ran).toEqual(['long', 'short']);
+    // It was handed back unstarted ('skipped', attempt refunded), then claimed again and completed.
+    const short = await lh.getJob(ids[1] as string, { history: true });
+    expect(short?.history.map((event) => event.kind)).toEqual([
+      'enqueued',
+      'claimed',
+      'skipped',
+      'claimed',
+      'completed',
+    ]);
+    expect(short?.attemptCount).toBe(1);
+  });
+
   it('recovers an expired lease first and runs that job, leaving a live lease of another worker alone', async () => {
     const lh = await migratedClient();
     const pool = testPool();
