@@ -39,7 +39,9 @@ import {
 } from './operations/queues.js';
 import { type RecoverOptions, recoverExpired } from './operations/recovery.js';
 import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
+import { type RunUntilIdleOptions, runUntilIdle } from './operations/run-until-idle.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
+import type { IdleRunResult } from './runtime/idle-run.js';
 import type { AnyTask, TaskPayload } from './runtime/task.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import type { Queryable } from './storage/db.js';
@@ -302,5 +304,14 @@ export class Leasehold {
   /** Creates a worker that runs handlers for the given queues and tasks. Call `start()` on it. */
   worker(options: WorkerOptions): Worker {
     return new Worker(this.#context, options);
+  }
+
+  /**
+   * Recovers expired leases, then runs the given queues and tasks (as a worker would) until none
+   * has a job claimable now (database time) or `maxJobs` / `maxMs` is hit; unstarted leases are
+   * handed back. Resolves with what ran: `{ succeeded, failed, dead, snoozed, lost, recovered, endedBy }`.
+   */
+  runUntilIdle(options: RunUntilIdleOptions): Promise<IdleRunResult> {
+    return runUntilIdle(this.#context, options);
   }
 }

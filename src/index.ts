@@ -51,6 +51,7 @@ export type { HealthFailure, HealthReport, HealthRules } from './operations/heal
 export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
 export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
 export type { ReplayFilter, ReplayOptions, ReplayProgress, ReplayResult } from './operations/replay.js';
+export type { RunUntilIdleOptions } from './operations/run-until-idle.js';
 export type {
   LeaseholdStats,
   QueueStats,
@@ -61,6 +62,7 @@ export type {
 export { DEFAULT_STATS_OPTIONS } from './operations/stats.js';
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
+export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
 export type { AbortReason, JobContext, JobTransaction } from './runtime/job-context.js';
 export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } from './runtime/job-errors.js';
 export type { JobTransactionOptions, TransactionAdapter } from './runtime/job-transaction.js';

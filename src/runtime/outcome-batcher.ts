@@ -70,6 +70,11 @@ export class OutcomeBatcher {
     return this.#completes.length + this.#fails.length + this.#snoozes.length + (this.#flushing ? 1 : 0);
   }
 
+  /** True once `abandon()` gave up on unanswered writes: this batcher sends nothing more. */
+  get abandoned(): boolean {
+    return this.#abandoned;
+  }
+
   /** Resolves once every queued write has been answered. */
   drained(): Promise<void> {
     if (this.size === 0) return Promise.resolve();

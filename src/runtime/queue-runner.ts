@@ -20,6 +20,8 @@ export interface QueueRunnerHost {
   handBack(config: ResolvedQueue, row: ClaimedRow): Promise<OutcomeResult>;
   /** Reports an internal error; the runner retries by itself. */
   reportError(err: unknown): void;
+  /** The runner may have gone quiet (its claim loop ended, or an outcome write was answered). */
+  settled?(): void;
 }
 
 /** The read-ahead a claim was sized with (see ClaimInfo). */
@@ -77,6 +79,11 @@ export class QueueRunner {
     return this.active + this.awaiting + this.buffer.length;
   }
 
+  /** Nothing claiming, running, buffered or awaiting an answer: the queue's part of an idle run is done for now. */
+  get quiet(): boolean {
+    return !this.#pump && !this.#pumpScheduled && this.held === 0;
+  }
+
   /** The claim in flight, if any (awaited at shutdown). */
   get pump(): Promise<void> | null {
     return this.#pump;
@@ -98,7 +105,11 @@ export class QueueRunner {
     this.#pumpScheduled = true;
     setImmediate(() => {
       this.#pumpScheduled = false;
-      if (!this.#pump) this.#pump = this.#run().finally(() => (this.#pump = null));
+      if (!this.#pump)
+        this.#pump = this.#run().finally(() => {
+          this.#pump = null;
+          this.host.settled?.();
+        });
     });
   }
 
@@ -124,6 +135,7 @@ export class QueueRunner {
   outcomeAnswered(): void {
     this.awaiting--;
     this.#afterSlotChange();
+    this.host.settled?.();
   }
 
   #afterSlotChange(): void {

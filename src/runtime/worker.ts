@@ -4,12 +4,13 @@ import { contextOf } from '../context-of.js';
 import { LeaseholdError } from '../errors.js';
 import { leaseFromRow } from '../lease.js';
 import { assertLogger, logWorkerEvents } from '../observability/logger.js';
-import { loadOtel, traceClaim, traceHandler } from '../observability/tracing.js';
+import { loadOtel, traceHandler } from '../observability/tracing.js';
 import type { ClaimedRow } from '../storage/claim.js';
 import { wakeupChannel } from '../storage/enqueue.js';
-import { ClaimRouter } from './claim-router.js';
 import { describeError, type ErrorDetails } from './error-details.js';
 import { failureWrite, handBackWrite, timeoutWrite } from './failure-outcome.js';
+import { settlesWithin } from './grace.js';
+import { IdleRun, type IdleRunLimits, type IdleRunResult, resolveIdleRunLimits } from './idle-run.js';
 import { type AbortReason, ActiveJob } from './job-context.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { announceLeaseLoss, describeLeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
@@ -27,6 +28,7 @@ import { SlotPool } from './slot-pool.js';
 import { StallWatch } from './stall-watch.js';
 import { stopOnSignals } from './stop-signals.js';
 import type { OutcomeDetail } from './telemetry-events.js';
+import { WorkerClaims } from './worker-claims.js';
 import type { WorkerContext } from './worker-context.js';
 import { countOutcome, type WorkerCounters, type WorkerEventMap, zeroCounters } from './worker-events.js';
 import { WorkerMaintenance } from './worker-maintenance.js';
@@ -57,7 +59,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly #options: ResolvedWorkerOptions;
   readonly #queues = new Map<string, QueueRunner>();
   readonly #batcher: OutcomeBatcher;
-  readonly #claims: ClaimRouter;
+  readonly #claims: WorkerClaims;
   readonly #keeper: LeaseKeeper;
   readonly #maintenance: WorkerMaintenance;
   readonly #listener: WakeupListener | null;
@@ -66,8 +68,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   #state: WorkerState = 'idle';
   #pollTimer: NodeJS.Timeout | null = null;
   #stopping: Promise<void> | null = null;
-  readonly #traceparents = new Map<string, string>();
   #removeSignalHandlers: (() => void) | null = null;
+  #idleRun: IdleRun | null = null;
 
   /**
    * Builds a worker on a resolved context (`lh.worker(options)` passes its client's); a
@@ -91,7 +93,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       this.#queues.set(config.name, new QueueRunner(config, host, slotPool));
     }
     const reportError = (err: unknown) => this.#reportError(err);
-    this.#claims = new ClaimRouter(ctx.pool, ctx.schema);
+    this.#claims = new WorkerClaims(ctx, this);
     this.#batcher = new OutcomeBatcher(
       ctx.pool,
       ctx.schema,
@@ -158,17 +160,53 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   async start(): Promise<void> {
     // Before the state check, so nothing can interleave between the check and the start below.
     await loadOtel(); // spans only when @opentelemetry/api is installed
-    if (this.#state !== 'idle') {
-      throw new LeaseholdError('WORKER_STATE', `worker ${this.owner} was already started`);
-    }
-    this.#state = 'running';
+    this.#begin();
     this.#listener?.start();
-    this.#stalls.start();
     this.#maintenance.start();
     this.#pollTimer = setInterval(() => this.#wakeAll(), this.#options.pollIntervalMs);
-    if (this.#options.handleSignals) this.#removeSignalHandlers = stopOnSignals(() => this.stop());
     this.emit('started', { owner: this.owner, queues: this.queues, tasks: this.tasks });
     this.#wakeAll();
+  }
+
+  // What start() and runUntilIdle() share: the state check, then the stall watch and signals.
+  #begin(): void {
+    if (this.#state !== 'idle') {
+      throw new LeaseholdError('WORKER_STATE', `worker ${this.owner} was already started or is running`);
+    }
+    this.#state = 'running';
+    this.#stalls.start();
+    if (this.#options.handleSignals) this.#removeSignalHandlers = stopOnSignals(() => this.stop());
+  }
+
+  /**
+   * Runs this worker's queues until none has a job claimable now (database time), or a bound is
+   * hit, instead of `start()`: one recovery pass first (expired leases back to pending, claimable
+   * at once), then the same claim loops, payload checks, renewals and fenced outcome batches as a
+   * started worker, but no listener, poll timer or maintenance services; at the end, as at `stop()`,
+   * unstarted leases are handed back. Afterwards the worker may run (or start) again.
+   */
+  async runUntilIdle(limits?: IdleRunLimits): Promise<IdleRunResult> {
+    const bounds = resolveIdleRunLimits(limits);
+    await loadOtel();
+    this.#begin();
+    const run = new IdleRun(bounds, this.counters, {
+      quiet: () => [...this.#queues.values()].every((q) => q.quiet),
+      wakeAll: () => this.#wakeAll(),
+    });
+    this.#idleRun = run;
+    try {
+      const moved = await run.recover(this.#context.pool, this.#context.schema);
+      if (moved.retried + moved.dead > 0) this.emit('recovered', moved);
+      this.emit('started', { owner: this.owner, queues: this.queues, tasks: this.tasks });
+      run.check();
+      await run.ended;
+    } finally {
+      run.end('stopped');
+      await this.stop();
+      this.#idleRun = null;
+      if (!this.#batcher.abandoned) [this.#state, this.#stopping] = ['idle', null];
+    }
+    return run.result(this.counters);
   }
 
   /**
@@ -181,6 +219,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       this.#state = 'stopped';
       return Promise.resolve();
     }
+    this.#idleRun?.end('stopped');
     this.#stopping ??= this.#shutdown();
     return this.#stopping;
   }
@@ -201,14 +240,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     await Promise.all([...this.#queues.values()].map((q) => q.pump));
     handBackBuffers();
 
-    if (this.#runs.size > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, this.#options.shutdownTimeoutMs);
-      });
-      await Promise.race([Promise.all(this.#runs.values()), timeout]);
-      clearTimeout(timer);
-    }
+    if (this.#runs.size > 0)
+      await settlesWithin(Promise.all(this.#runs.values()), this.#options.shutdownTimeoutMs);
     const releases: Promise<OutcomeResult>[] = [];
     for (const job of this.#runs.keys()) {
       if (job.reported) continue;
@@ -221,15 +254,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     // Outcome writes get their own grace period; if the database does not answer them in time,
     // stop() still returns: those jobs' leases expire and the recovery sweep takes them back.
     const written = Promise.all([...releases, ...handedBack]).then(() => this.#batcher.drained());
-    let writeTimer: NodeJS.Timeout | undefined;
-    const gaveUp = await Promise.race([
-      written.then(() => false),
-      new Promise<boolean>((resolve) => {
-        writeTimer = setTimeout(() => resolve(true), Math.max(1000, this.#options.shutdownTimeoutMs));
-      }),
-    ]);
-    clearTimeout(writeTimer);
-    if (gaveUp) {
+    if (!(await settlesWithin(written, Math.max(1000, this.#options.shutdownTimeoutMs)))) {
       this.#batcher.abandon();
       this.#reportError(
         new Error('stop(): outcome writes unanswered at shutdown were abandoned; their leases will expire'),
@@ -259,37 +284,20 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         return worker.#state === 'running';
       },
       claimBatchSize: this.#options.claimBatchSize,
-      claim: async (config, limit, sizing) => {
-        const sentAt = performance.now();
-        const { rows, traceparents } = await traceClaim(
-          { db: this.#context.pool, schema: this.#context.schema, queue: config.name },
-          () => this.#claims.claim({ queue: config.name, owner: this.owner, limit, leaseMs: config.leaseMs }),
-        );
-        if (traceparents) for (const [id, parent] of traceparents) this.#traceparents.set(id, parent);
-        this.counters.claimed += rows.length;
-        if (this.listenerCount('claimed') > 0) {
-          // Both times are the database's: the claim began the lease leaseMs before its expiry.
-          const waitMs = rows.map((row) => row.lease_expires_ms - config.leaseMs - row.available_ms);
-          this.emit('claimed', config.name, {
-            jobs: rows.length,
-            durationMs: performance.now() - sentAt,
-            waitMs,
-            ...sizing,
-          });
-        }
-        return rows;
-      },
+      claim: (config, limit, sizing) => this.#claims.claim(config, limit, sizing, this.#idleRun),
       frontClaimDue: (queue) => this.#claims.frontClaimDue(queue),
       start: (runner, row, claimSentAt) => this.#start(runner, row, claimSentAt),
       handBack: (config, row) => this.#handBack(config, row),
       reportError: (err) => this.#reportError(err),
+      settled: () => this.#idleRun?.check(),
     };
   }
 
   // Returns a claimed job that never started: pending again at once, its attempt refunded.
   #handBack(config: ResolvedQueue, row: ClaimedRow): Promise<OutcomeResult> {
-    this.#traceparents.delete(row.id);
-    return this.#batcher.snooze(handBackWrite(row, this.owner, config.name));
+    this.#claims.takeTraceparent(row.id);
+    const write = this.#batcher.snooze(handBackWrite(row, this.owner, config.name));
+    return this.#idleRun ? this.#idleRun.handingBack(write) : write;
   }
 
   #start(q: QueueRunner, row: ClaimedRow, claimSentAt: number): void {
@@ -312,20 +320,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.#runs.set(job, run);
   }
 
-  // The enqueue span's context of a claimed job, read at claim time while tracing; used once.
-  #takeTraceparent(jobId: string): string | undefined {
-    const parent = this.#traceparents.get(jobId);
-    if (parent !== undefined) this.#traceparents.delete(jobId);
-    return parent;
-  }
-
   async #execute(job: ActiveJob, q: QueueRunner): Promise<void> {
     const { config } = q;
     let outcome: Promise<OutcomeResult> | null;
     const detail: OutcomeDetail = {};
     try {
       if (config.schema !== null) await applyTaskSchema(job, config.schema); // tasks with a schema only
-      await traceHandler(job, this.#takeTraceparent(job.id), () => config.handler(job));
+      await traceHandler(job, this.#claims.takeTraceparent(job.id), () => config.handler(job));
       outcome = this.#report(job, () => this.#batcher.complete(job.lease));
     } catch (err) {
       const details = describeError(err);
