@@ -4,6 +4,7 @@ import { listDead } from '../operations/dead.js';
 import { getJob } from '../operations/jobs.js';
 import { blockedKeys } from '../operations/ordering.js';
 import { replay } from '../operations/replay.js';
+import { listSchedules } from '../operations/schedules.js';
 import { readStats } from '../operations/stats.js';
 
 /**
@@ -19,5 +20,8 @@ export function dashboardApi(context: LeaseholdContext) {
     getJob: (id: string, options: { history: true }) => getJob(context, id, options),
     replay: (ids: string[], options: Parameters<typeof replay>[3]) => replay(pool, schema, ids, options),
     cancel: (id: string, options: Parameters<typeof cancel>[3]) => cancel(pool, schema, id, options),
+    // Cron schedules with their next and last tick; payloads left out (they may hold personal data).
+    schedules: async () =>
+      (await listSchedules(context, { limit: 100 })).map(({ payload: _payload, ...schedule }) => schedule),
   };
 }

@@ -199,8 +199,29 @@ async function overview() {
               el('td', {}, el('a', { href: '/jobs/' + encodeURIComponent(k.headJobId) }, k.headJobId)),
               el('td', { class: 'num' }, age(k.blockedMs)),
               el('td', { class: 'num' }, k.waiting),
-              el('td', {}, k.lastErrorCode ?? ''))))));
+              el('td', {}, k.lastErrorCode ?? ''))))),
+    ...scheduleSection(data.schedules));
   statusLine.textContent = 'updated ' + time(data.at);
+}
+
+// Cron schedules (lh.schedule): when each fires next, when it last fired and the job it made.
+function scheduleSection(schedules) {
+  return [el('h2', {}, 'Schedules'),
+    schedules.length === 0
+      ? el('p', { class: 'note', id: 'schedules-none' }, 'none: no cron schedule (lh.schedule) exists')
+      : el('table', { id: 'schedules' },
+          el('thead', {}, el('tr', {}, ...['schedule', 'cron', 'zone', 'enqueues to', 'next tick', 'last tick', 'last job', 'state']
+            .map((h) => el('th', {}, h)))),
+          el('tbody', {}, ...schedules.map((s) =>
+            el('tr', { 'data-schedule': s.name, class: s.paused ? 'paused' : '' },
+              el('td', {}, s.name),
+              el('td', {}, s.cron),
+              el('td', {}, s.timezone || 'UTC'),
+              el('td', {}, s.task ? 'task ' + s.task : 'queue ' + s.queue),
+              el('td', { 'data-field': 'next' }, s.nextTickAt ? time(s.nextTickAt) : ''),
+              el('td', { 'data-field': 'last' }, s.lastTickAt ? time(s.lastTickAt) : 'never'),
+              el('td', {}, s.lastJobId ? el('a', { href: '/jobs/' + encodeURIComponent(s.lastJobId) }, s.lastJobId) : ''),
+              el('td', { 'data-field': 'state' }, s.paused ? 'paused' : '')))))];
 }
 
 async function deadList() {
@@ -242,7 +263,8 @@ async function jobView(id) {
   const facts = [['status', job.status], ['queue', job.queueName], ['attempts', attempts(job.attemptCount, job.maxAttempts, budget)],
     ['priority', job.priority], ['available at', time(job.availableAt)], ['lease owner', job.leaseOwner],
     ['lease expires', job.leaseExpiresAt && time(job.leaseExpiresAt)], ['last error', lastError || null],
-    ['created', time(job.createdAt)], ['finished', job.finishedAt && time(job.finishedAt)]];
+    ['created', time(job.createdAt)], ['finished', job.finishedAt && time(job.finishedAt)],
+    ['scheduled by', job.schedule ? job.schedule.name + ' (tick ' + time(job.schedule.tickAt) + ')' : null]];
   const history = job.history.map((e) => el('tr', { 'data-kind': e.kind },
     el('td', {}, time(e.at)), el('td', {}, e.kind), el('td', {}, e.statusAfter || ''),
     el('td', {}, e.attempt ?? ''), el('td', {}, e.owner || e.actor || ''),

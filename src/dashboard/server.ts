@@ -156,9 +156,10 @@ export async function startDashboard(
   }
 
   async function overview() {
-    const [stats, blockedKeys] = await Promise.all([
+    const [stats, blockedKeys, schedules] = await Promise.all([
       lh.stats({ windowMs: 60_000 }),
       lh.blockedKeys({ limit: 50 }),
+      lh.schedules(),
     ]);
     throughput.record(
       stats.at.getTime(),
@@ -171,6 +172,7 @@ export async function startDashboard(
       windowTruncated: stats.windowTruncated,
       // Ordering keys held up by a dead head: replay or skip the head to unblock them.
       blockedKeys,
+      schedules,
     };
   }
 
