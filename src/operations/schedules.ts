@@ -197,7 +197,7 @@ function catchUpOf(value: unknown): Pick<ScheduleDefinition, 'catchUp' | 'catchU
 }
 
 /** `lh.unschedule`: removes a schedule; false when there was none by that name. Jobs it fired stay. */
-export function unschedule(context: LeaseholdContext, name: string): Promise<boolean> {
+export async function unschedule(context: LeaseholdContext, name: string): Promise<boolean> {
   assertQueueName(name, 'name');
   return deleteSchedule(context.pool, context.schema, name);
 }
