@@ -36,7 +36,9 @@ describe('the dashboard and schedules', () => {
       expect(new Date(schedules[0].nextTickAt).getTime()).toBeGreaterThan(
         new Date(schedules[0].lastTickAt).getTime(),
       );
-      const job = await (await fetch(`${dashboard.url}/api/jobs/${last.jobId}`)).json();
+      const job = (await (await fetch(`${dashboard.url}/api/jobs/${last.jobId}`)).json()) as {
+        job: { schedule: unknown };
+      };
       expect(job.job.schedule).toEqual({ name: 'dash-every-second', tickAt: last.tickAt.toISOString() });
     } finally {
       await dashboard.close();
