@@ -14,6 +14,7 @@ import { attachContext, closeContext, joining, type LeaseholdContext, resolveCon
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
 import type { PruneResult } from './maintenance/retention.js';
+import type { SchedulerResult } from './maintenance/scheduler.js';
 import { type MigrateResult, migrate } from './migrations/migrator.js';
 import { type CancelOptions, type CancelResult, cancel } from './operations/cancel.js';
 import { type DeadJobPage, type ListDeadOptions, listDead } from './operations/dead.js';
@@ -40,6 +41,15 @@ import {
 import { type RecoverOptions, recoverExpired } from './operations/recovery.js';
 import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
 import { type RunUntilIdleOptions, runUntilIdle } from './operations/run-until-idle.js';
+import {
+  listSchedules,
+  runSchedules,
+  type ScheduleInfo,
+  type ScheduleOptions,
+  schedule,
+  setPaused,
+  unschedule,
+} from './operations/schedules.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
 import type { IdleRunResult } from './runtime/idle-run.js';
 import type { AnyTask, TaskPayload } from './runtime/task.js';
@@ -299,6 +309,40 @@ export class Leasehold {
    */
   oldestStatement(): OutstandingStatement | null {
     return oldestStatement(this.#context);
+  }
+
+  /**
+   * Creates or updates the cron schedule `name` (kept in the database, so every process sees it):
+   * each tick enqueues exactly one job to the task or queue, fired by every worker's scheduler.
+   * Cron, zone, payload (by the task's schema) and job fields are checked now (`ValidationError`).
+   */
+  schedule(name: string, options: ScheduleOptions): Promise<ScheduleInfo> {
+    return schedule(this.#context, name, options);
+  }
+
+  /** Removes a schedule (jobs it fired stay); false when none had that name. */
+  unschedule(name: string): Promise<boolean> {
+    return unschedule(this.#context, name);
+  }
+
+  /** Every schedule in name order, with its next and last tick and paused flag. */
+  schedules(options?: { limit?: number }): Promise<ScheduleInfo[]> {
+    return listSchedules(this.#context, options);
+  }
+
+  /** Stops a schedule firing; `ValidationError` when none has that name. */
+  pauseSchedule(name: string): Promise<ScheduleInfo> {
+    return setPaused(this.#context, name, true);
+  }
+
+  /** Lets a paused schedule fire again, from its next tick on (ticks named while paused do not fire). */
+  resumeSchedule(name: string): Promise<ScheduleInfo> {
+    return setPaused(this.#context, name, false);
+  }
+
+  /** One scheduler pass now (workers run one every second): fires every due tick, one job each. */
+  runSchedules(): Promise<SchedulerResult> {
+    return runSchedules(this.#context);
   }
 
   /** Creates a worker that runs handlers for the given queues and tasks. Call `start()` on it. */

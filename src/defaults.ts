@@ -51,6 +51,18 @@ export const DEFAULT_AGING_PASS_INTERVAL_MS = 1000;
 /** Most jobs one aging pass raises per queue. */
 export const DEFAULT_AGING_LIMIT = 1000;
 
+/** Mean interval between a worker's scheduler passes (jittered by ±25%): cron ticks fire within about this. */
+export const DEFAULT_SCHEDULE_INTERVAL_MS = 1000;
+/**
+ * A schedule's due tick not fired within this long of its time was missed (no worker ran): the
+ * schedule's `catchUp` decides whether it still runs. Ticks less late always fire.
+ */
+export const DEFAULT_SCHEDULE_LATE_AFTER_MS = 60_000;
+/** Fired ticks kept per schedule as its jobs' "created by" history; older ones are pruned. */
+export const DEFAULT_SCHEDULE_TICKS_KEPT = 10_000;
+/** How often a worker prunes the tick rows of the schedules it fired. */
+export const DEFAULT_SCHEDULE_TICK_PRUNE_INTERVAL_MS = 60_000;
+
 /**
  * A queue is flagged unattended (`listQueues`, `stats`, `leasehold queues`, the dashboard) when its
  * oldest claimable job has waited longer than this and none of its jobs holds a live lease: a
@@ -76,6 +88,7 @@ export const WORKER_DEFAULTS = {
   recoveryBackoffBaseMs: 100,
   pruneIntervalMs: DEFAULT_PRUNE_INTERVAL_MS,
   agingPassIntervalMs: DEFAULT_AGING_PASS_INTERVAL_MS,
+  scheduleIntervalMs: DEFAULT_SCHEDULE_INTERVAL_MS,
   claimBatchSize: 500,
   outcomeBatchDelayMs: 0,
 };

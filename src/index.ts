@@ -38,6 +38,8 @@ export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from './maintenan
 export type { RecoveryResult } from './maintenance/recovery.js';
 export type { PruneResult } from './maintenance/retention.js';
 export { DEFAULT_PRUNE_INTERVAL_MS, DEFAULT_SUCCEEDED_RETENTION_MS } from './maintenance/retention.js';
+export type { ScheduledJob, SchedulerResult } from './maintenance/scheduler.js';
+export { DEFAULT_SCHEDULE_INTERVAL_MS, DEFAULT_SCHEDULE_LATE_AFTER_MS } from './maintenance/scheduler.js';
 export type { MigrateResult } from './migrations/migrator.js';
 export type { Logger, LogMethod } from './observability/logger.js';
 export { logWorkerEvents } from './observability/logger.js';
@@ -52,6 +54,12 @@ export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/o
 export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
 export type { ReplayFilter, ReplayOptions, ReplayProgress, ReplayResult } from './operations/replay.js';
 export type { RunUntilIdleOptions } from './operations/run-until-idle.js';
+export type {
+  CatchUp,
+  ScheduleEnqueueOptions,
+  ScheduleInfo,
+  ScheduleOptions,
+} from './operations/schedules.js';
 export type {
   LeaseholdStats,
   QueueStats,

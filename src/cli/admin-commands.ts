@@ -8,10 +8,11 @@ import { pruneCommand } from './commands/prune.js';
 import { queuesCommand } from './commands/queues.js';
 import { replayCommand } from './commands/replay.js';
 import { resumeCommand } from './commands/resume.js';
+import { schedulesCommand } from './commands/schedules.js';
 import type { Interrupt } from './interrupt.js';
 
 /**
- * The operator's commands: inspect, replay, cancel, pause and prune. Each runs on a context from
+ * The operator's commands: inspect, replay, cancel, pause, prune and control schedules. Each runs on a context from
  * `open` and calls the public operation functions (src/operations/), as `Leasehold`'s methods do.
  */
 export function adminCommands(interrupt: Interrupt, open: OpenContext = contextFromFlags): Command[] {
@@ -24,5 +25,6 @@ export function adminCommands(interrupt: Interrupt, open: OpenContext = contextF
     pauseCommand(open),
     resumeCommand(open),
     pruneCommand(open),
+    schedulesCommand(open),
   ];
 }

@@ -17,6 +17,7 @@ import { blockedKeys } from '../operations/ordering.js';
 import { setQueuePaused } from '../operations/queue-settings.js';
 import { replay } from '../operations/replay.js';
 import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/search.js';
+import { listSchedules } from '../operations/schedules.js';
 import { readStats } from '../operations/stats.js';
 import type { AnyTask } from '../runtime/task.js';
 import { listJobEffects } from '../storage/effects-read.js';
@@ -49,6 +50,9 @@ export function dashboardApi(context: LeaseholdContext) {
       enqueue(context, queue, payload, options),
     enqueueTask: (task: AnyTask, payload: unknown, options: EnqueueOptions) =>
       enqueueTask(context, task, payload, options),
+    // Cron schedules with their next and last tick; payloads left out (they may hold personal data).
+    schedules: async () =>
+      (await listSchedules(context, { limit: 100 })).map(({ payload: _payload, ...schedule }) => schedule),
   };
 }
 

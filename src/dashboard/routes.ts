@@ -171,9 +171,10 @@ async function enqueueFromForm(ctx: RouteContext, body: Record<string, unknown>)
 }
 
 async function overview(ctx: RouteContext) {
-  const [stats, blockedKeys] = await Promise.all([
+  const [stats, blockedKeys, schedules] = await Promise.all([
     ctx.api.stats({ windowMs: 60_000 }),
     ctx.api.blockedKeys({ limit: 50 }),
+    ctx.api.schedules(),
   ]);
   ctx.throughput.record(
     stats.at.getTime(),
@@ -186,6 +187,7 @@ async function overview(ctx: RouteContext) {
     windowTruncated: stats.windowTruncated,
     // Ordering keys held up by a dead head: replay or skip the head to unblock them.
     blockedKeys,
+    schedules,
   };
 }
 

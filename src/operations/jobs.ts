@@ -1,11 +1,15 @@
 import type { LeaseholdContext } from '../context.js';
 import type { JobWithHistory } from '../job-history.js';
 import { type Job, readJob } from '../storage/read.js';
+import { readJobScheduleTick } from '../storage/schedules.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertJobId, optionalBoolean, optionsObject } from '../validation.js';
 import { readJobWithHistory } from './history.js';
 
-/** `lh.getJob`: one job, or null; with `history: true`, its history in order, from one snapshot. */
+/**
+ * `lh.getJob`: one job, or null; with `history: true`, its history in order, from one snapshot.
+ * A job a schedule created carries `schedule: { name, tickAt }`.
+ */
 export async function getJob(
   context: LeaseholdContext,
   id: string | bigint | number,
@@ -14,8 +18,11 @@ export async function getJob(
   const jobId = assertJobId(id);
   const options = optionsObject(given);
   rejectUnknownOptions(options, ['history'], 'options');
-  if (optionalBoolean(options.history, 'history', false)) {
-    return readJobWithHistory(context.pool, context.schema, jobId);
-  }
-  return readJob(context.pool, context.schema, jobId);
+  const job = optionalBoolean(options.history, 'history', false)
+    ? await readJobWithHistory(context.pool, context.schema, jobId)
+    : await readJob(context.pool, context.schema, jobId);
+  // A job a schedule fired says which schedule and tick (schedule_ticks, by job id).
+  const tick = job ? await readJobScheduleTick(context.pool, context.schema, jobId) : null;
+  if (job && tick) job.schedule = tick;
+  return job;
 }

@@ -112,6 +112,11 @@ export interface WorkerOptions {
    * `agingIntervalMs`, and repair of ordering keys. 0 disables it.
    */
   agingPassIntervalMs?: number;
+  /**
+   * Mean interval of the scheduler pass that fires due cron schedules (`lh.schedule`; default
+   * 1000 ms, jittered); 0 disables it. Every worker may fire: each tick still enqueues one job.
+   */
+  scheduleIntervalMs?: number;
   /** Largest claim batch (default 500, at most 1000); a claim never exceeds free slots plus prefetch. */
   claimBatchSize?: number;
   /** Wait this long to gather outcome writes into one statement (default 0: next tick). */
@@ -158,6 +163,7 @@ export interface ResolvedWorkerOptions {
   recoveryBackoff: Required<BackoffOptions>;
   pruneIntervalMs: number;
   agingPassIntervalMs: number;
+  scheduleIntervalMs: number;
   claimBatchSize: number;
   outcomeBatchDelayMs: number;
   handleSignals: boolean;
@@ -176,6 +182,7 @@ const KNOWN_WORKER_KEYS = [
   'recoveryBackoff',
   'pruneIntervalMs',
   'agingPassIntervalMs',
+  'scheduleIntervalMs',
   'claimBatchSize',
   'outcomeBatchDelayMs',
   'handleSignals',
@@ -267,6 +274,13 @@ export function resolveWorkerOptions(
       0,
       3_600_000,
       WORKER_DEFAULTS.agingPassIntervalMs,
+    ),
+    scheduleIntervalMs: optionalInt(
+      options.scheduleIntervalMs,
+      'scheduleIntervalMs',
+      0,
+      3_600_000,
+      WORKER_DEFAULTS.scheduleIntervalMs,
     ),
     claimBatchSize: optionalInt(
       options.claimBatchSize,

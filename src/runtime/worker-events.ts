@@ -3,6 +3,7 @@ import type { OutstandingStatement } from '../connection/statement-watch.js';
 import type { AgingResult } from '../maintenance/aging.js';
 import type { RecoveryResult } from '../maintenance/recovery.js';
 import type { PruneResult } from '../maintenance/retention.js';
+import type { SchedulerResult } from '../maintenance/scheduler.js';
 import type { AbortReason, ActiveJob } from './job-context.js';
 import type { LeaseLoss } from './lease-loss.js';
 import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js';
@@ -56,6 +57,8 @@ export interface WorkerEventMap {
   aged: [result: AgingResult];
   /** A retention pass removed finished or expired-retention jobs. */
   pruned: [result: PruneResult];
+  /** A scheduler pass enqueued jobs for due cron ticks (one per tick). */
+  scheduled: [result: SchedulerResult];
   /** An internal error (database unavailable, listener dropped); the worker retries by itself. */
   error: [err: unknown];
   /**

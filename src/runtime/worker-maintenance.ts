@@ -1,6 +1,7 @@
 import { type AgingResult, AgingService } from '../maintenance/aging.js';
 import { type RecoveryResult, RecoveryService, SWEEP_BATCHES } from '../maintenance/recovery.js';
 import { type PruneResult, RetentionService } from '../maintenance/retention.js';
+import { type SchedulerResult, SchedulerService } from '../maintenance/scheduler.js';
 import type { ResolvedWorkerOptions } from './options.js';
 import type { WorkerContext } from './worker-context.js';
 
@@ -10,13 +11,16 @@ export interface MaintenanceHooks {
   recovered(result: RecoveryResult, dueInMs: number): void;
   pruned(result: PruneResult): void;
   aged(result: AgingResult): void;
+  /** A scheduler pass enqueued jobs for due cron ticks. */
+  scheduled(result: SchedulerResult): void;
   error(err: unknown): void;
 }
 
 /**
  * The background services every worker runs beside its claim loops, each on its own jittered
  * timer and each disabled by an interval of 0: the expired-lease recovery sweep, retention, and the
- * fairness pass (aging, ordering-key repair). All three are built the same way, from the context.
+ * fairness pass (aging, ordering-key repair), and the scheduler firing cron schedules. All are
+ * built the same way, from the context.
  */
 export class WorkerMaintenance {
   readonly #services: { start(): void; stop(): Promise<void> }[] = [];
@@ -52,6 +56,15 @@ export class WorkerMaintenance {
           ...base,
           intervalMs: options.agingPassIntervalMs,
           onAged: (result) => hooks.aged(result),
+        }),
+      );
+    }
+    if (options.scheduleIntervalMs > 0) {
+      this.#services.push(
+        new SchedulerService({
+          ...base,
+          intervalMs: options.scheduleIntervalMs,
+          onFired: (result) => hooks.scheduled(result),
         }),
       );
     }

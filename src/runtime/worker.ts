@@ -119,6 +119,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         if (dueInMs > 0) setTimeout(() => this.#wakeAll(), dueInMs + 1).unref();
       },
       pruned: (result) => this.emit('pruned', result),
+      scheduled: (result) => this.emit('scheduled', result),
       aged: (result) => {
         this.emit('aged', result);
         this.#wakeAll(); // raised or released jobs may change what each queue claims next

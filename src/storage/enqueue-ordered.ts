@@ -1,10 +1,13 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { batchColumns, type NewJob, wakeupChannel } from './enqueue.js';
 
-// Under the key row's lock (INSERT ... ON CONFLICT DO UPDATE reads the latest committed version),
-// a key with no head and nobody waiting is idle: the new job becomes its head; otherwise the job
-// waits behind it. A key with no head but waiting jobs is being repaired: new jobs wait too.
-const TAKE_KEY = `
+/**
+ * Under the key row's lock (INSERT ... ON CONFLICT DO UPDATE reads the latest committed version),
+ * a key with no head and nobody waiting is idle: the new job becomes its head; otherwise the job
+ * waits behind it. A key with no head but waiting jobs is being repaired: new jobs wait too.
+ * Shared with the scheduler's ScheduleFire (schedule-fire.ts), which takes keys the same way.
+ */
+export const TAKE_KEY = `
     ON CONFLICT (queue_name, ordering_key) DO UPDATE
       SET head_id = CASE WHEN k.head_id IS NULL AND k.waiting = 0 THEN excluded.head_id ELSE k.head_id END,
           waiting = CASE WHEN k.head_id IS NULL AND k.waiting = 0 THEN excluded.waiting

@@ -27,6 +27,8 @@ export interface Job {
   lastErrorStack: string | null;
   createdAt: Date;
   finishedAt: Date | null;
+  /** The schedule and tick (database time) that created the job; absent for a job no schedule created. */
+  schedule?: { name: string; tickAt: Date };
 }
 
 interface JobRow {

@@ -45,6 +45,7 @@ describe('README examples', () => {
       'leases-and-fencing',
       'transactional-enqueue',
       'transactional-complete',
+      'schedules',
       'worker-options',
     ]);
   });
@@ -68,6 +69,8 @@ describe('README examples', () => {
       'typed-tasks':
         /^VALIDATION payload: does not match task resize-image's schema: url: .*\nserving \[ 'resize-image' \] \[ 'other', 'resize-image' \]\n[\s\S]*resizing https:\/\/example\.com\/cat\.png to 256\n[\s\S]*PAYLOAD_SCHEMA 1\n/,
       'worker-options': /completed[\s\S]*dead|dead[\s\S]*completed/,
+      schedules:
+        /job \d+ made by heartbeat for tick \S+Z\nheartbeat \* \* \* \* \* \* UTC next \S+ last \S+Z\nnightly-report 30 2 \* \* \* Europe\/Berlin next \S+ last never\n/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);
   });
