@@ -280,6 +280,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         return rows;
       },
       frontClaimDue: (queue) => this.#claims.frontClaimDue(queue),
+      throttled: (queue) => this.#claims.throttled(queue),
       start: (runner, row, claimSentAt) => this.#start(runner, row, claimSentAt),
       handBack: (config, row) => this.#handBack(config, row),
       reportError: (err) => this.#reportError(err),
