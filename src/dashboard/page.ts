@@ -163,6 +163,13 @@ function chart(samples, queues) {
   return svg;
 }
 
+// A limited queue's throttled time and claims (lh.configureQueue's rateLimit, concurrencyLimit).
+function throttled(t) {
+  if (!t) return '';
+  const now = t.throttledForMs > 0 ? 'now, ' : '';
+  return now + (t.throttledMs / 1000).toFixed(1) + ' s in ' + t.throttledClaims + ' claims';
+}
+
 async function overview() {
   const data = await getJson('/api/overview');
   const rows = data.queues.map((q) =>
@@ -175,6 +182,7 @@ async function overview() {
       el('td', { class: 'num', 'data-field': 'expiring' }, q.leasesExpiringSoon),
       el('td', { class: 'num', 'data-field': 'completed' }, q.completedInWindow),
       el('td', {}, chart(data.throughput, [q.queue])),
+      el('td', { class: 'num', 'data-field': 'throttled' }, throttled(q.throttle)),
       el('td', { 'data-field': 'state', class: q.unattended ? 'bad' : '' },
         q.paused ? 'paused' : q.unattended ? 'no worker: work waits, none running' : '')));
   const paused = data.queues.filter((q) => q.paused).map((q) => q.queue);
@@ -182,7 +190,7 @@ async function overview() {
     el('h1', {}, 'Queues'),
     el('table', { id: 'queues' },
       el('thead', {}, el('tr', {}, ...['queue', 'pending', 'running', 'dead', 'oldest claimable', 'leases near expiry',
-        'completed / min', 'throughput (last minutes)', 'state'].map((h) => el('th', {}, h)))),
+        'completed / min', 'throughput (last minutes)', 'throttled', 'state'].map((h) => el('th', {}, h)))),
       el('tbody', {}, ...rows)),
     el('p', { class: 'note' }, 'Paused queues: ' + (paused.length ? paused.join(', ') : 'none') +
       '. Updated every 2 s from lh.stats().'),

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { Leasehold, type Lease, ValidationError } from '../../src/index.js';
+import {
+  createStatsMetrics,
+  Leasehold,
+  type Lease,
+  startDashboard,
+  ValidationError,
+} from '../../src/index.js';
 import { claimJobsThrottled } from '../../src/storage/claim-throttled.js';
 import { databaseUrl, migratedClient, testPool, uniqueSchema } from '../support/db.js';
 import { expireLeases } from '../support/job-states.js';
@@ -273,5 +279,54 @@ describe('plain queues', () => {
     expect(await lh.claim({ queue: 'plain', owner: 'w', limit: 5 })).toHaveLength(0);
     await lh.configureQueue('plain', { rateLimit: null });
     expect(await lh.claim({ queue: 'plain', owner: 'w', limit: 5 })).toHaveLength(1);
+  });
+});
+
+describe('throttled time in stats, metrics and the dashboard', () => {
+  it('counts throttled claims and the union of their waits, shown by all three', async () => {
+    const lh = await migratedClient();
+    await lh.configureQueue('api', { rateLimit: { max: 1, perMs: 300 }, concurrencyLimit: 5 });
+    await lh.configureQueue('plain', { owner: 'team' });
+    await lh.enqueueMany('api', [{ payload: 1 }, { payload: 2 }]);
+    const before = await lh.stats();
+    expect(before.queues.find((q) => q.queue === 'plain')?.throttle).toBeNull();
+    expect(before.queues.find((q) => q.queue === 'api')?.throttle).toMatchObject({
+      rateLimit: { max: 1, perMs: 300, perKey: false },
+      concurrencyLimit: 5,
+      throttledClaims: 0,
+      throttledMs: 0,
+      throttledForMs: 0,
+      startsInWindow: 0,
+      liveLeases: 0,
+    });
+    expect(await lh.claim({ queue: 'api', owner: 'w', limit: 2 })).toHaveLength(1);
+    // Two more claims told to wait for the same start: the wait is counted once, the claims thrice.
+    expect(await lh.claim({ queue: 'api', owner: 'w', limit: 2 })).toHaveLength(0);
+    expect(await lh.claim({ queue: 'api', owner: 'w', limit: 2 })).toHaveLength(0);
+    const api = (await lh.stats()).queues.find((q) => q.queue === 'api')?.throttle;
+    expect(api?.throttledClaims).toBe(3);
+    expect(api?.throttledMs).toBeGreaterThan(200);
+    expect(api?.throttledMs).toBeLessThanOrEqual(300);
+    expect(api?.throttledForMs).toBeGreaterThan(0);
+    expect(api?.startsInWindow).toBe(1);
+    expect(api?.liveLeases).toBe(1);
+
+    const text = await createStatsMetrics(lh).metrics();
+    expect(text).toContain('leasehold_queue_throttled_claims_total{queue="api"} 3');
+    expect(text).toMatch(/leasehold_queue_throttled_seconds_total\{queue="api"\} 0\.[23]\d*/);
+    expect(text).toContain('leasehold_queue_throttled{queue="api"} 1');
+    expect(text).not.toContain('leasehold_queue_throttled{queue="plain"}');
+
+    const dashboard = await startDashboard(lh, { port: 0 });
+    try {
+      const overview = (await (await fetch(`${dashboard.url}/api/overview`)).json()) as {
+        queues: { queue: string; throttle: { throttledClaims: number } | null }[];
+      };
+      expect(overview.queues.find((q) => q.queue === 'api')?.throttle?.throttledClaims).toBe(3);
+      const page = await (await fetch(dashboard.url)).text();
+      expect(page).toContain("'throttled'");
+    } finally {
+      await dashboard.close();
+    }
   });
 });
