@@ -46,6 +46,7 @@ describe('README examples', () => {
       'transactional-enqueue',
       'transactional-complete',
       'worker-options',
+      'rate-limits',
     ]);
   });
 
@@ -68,6 +69,7 @@ describe('README examples', () => {
       'typed-tasks':
         /^VALIDATION payload: does not match task resize-image's schema: url: .*\nserving \[ 'resize-image' \] \[ 'other', 'resize-image' \]\n[\s\S]*resizing https:\/\/example\.com\/cat\.png to 256\n[\s\S]*PAYLOAD_SCHEMA 1\n/,
       'worker-options': /completed[\s\S]*dead|dead[\s\S]*completed/,
+      'rate-limits': /sent 6; limits 3\/500 ms, 2 at once\nthrottled: true, waited at least one window: true/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);
   });
