@@ -31,7 +31,8 @@ const WORKLOADS = {
     item: () => ({ payload: {} }),
   },
   'per-key rate limit, 200 keys': {
-    configure: (lh, queue) => lh.configureQueue(queue, { rateLimit: { max: 10_000, perMs: 1, perKey: true } }),
+    configure: (lh, queue) =>
+      lh.configureQueue(queue, { rateLimit: { max: 10_000, perMs: 1, perKey: true } }),
     item: (i) => ({ payload: {}, concurrencyKey: `tenant-${i % 200}` }),
   },
 };
@@ -57,12 +58,10 @@ async function runOnce(connectionString, name, workload, round) {
   }
   await lh.pool.query(`VACUUM ANALYZE "${schema}".jobs`);
   let done = 0;
-  let claims = 0;
   const claimer = async (n) => {
     let empty = 0;
     while (done < JOBS && empty < 200) {
       const leases = await lh.claim({ queue, owner: `c${n}`, limit: BATCH });
-      claims++;
       if (leases.length === 0) {
         empty++;
         await new Promise((resolve) => setTimeout(resolve, 1));
@@ -97,7 +96,9 @@ try {
       rates[name].push(await runOnce(server.connectionString, name, workload, round));
     }
   }
-  console.log(`claim + complete, ${JOBS} jobs, ${CLAIMERS} claimers, batches of ${BATCH}, median of ${ROUNDS}`);
+  console.log(
+    `claim + complete, ${JOBS} jobs, ${CLAIMERS} claimers, batches of ${BATCH}, median of ${ROUNDS}`,
+  );
   const plain = summarize(rates.unlimited).median;
   for (const [name, values] of Object.entries(rates)) {
     const { median } = summarize(values);

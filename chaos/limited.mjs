@@ -176,7 +176,12 @@ export function limitedInvariants(facts) {
       '= 0',
       facts.unknownRuns === 0,
     ),
-    rule('rate-limited queue: jobs not succeeded after the drain', facts.unfinished, '= 0', facts.unfinished === 0),
+    rule(
+      'rate-limited queue: jobs not succeeded after the drain',
+      facts.unfinished,
+      '= 0',
+      facts.unfinished === 0,
+    ),
   ];
 }
 
@@ -185,8 +190,14 @@ export function formatLimited(facts) {
   const lines = ['### Rate-limited queue', '', '| measure | value |', '| --- | ---: |'];
   const add = (name, value) => lines.push(`| ${name} | ${value} |`);
   add('limits', `${facts.rateMax} starts / ${facts.ratePerMs} ms, ${facts.concurrency} live leases`);
-  add('claims (every attempt, from the jobs\' history) / handler runs (ledger)', `${facts.claims} / ${facts.runs}`);
-  add('busiest window: claims / handler starts', `${facts.busiestClaimWindow} / ${facts.busiestHandlerWindow}`);
+  add(
+    "claims (every attempt, from the jobs' history) / handler runs (ledger)",
+    `${facts.claims} / ${facts.runs}`,
+  );
+  add(
+    'busiest window: claims / handler starts',
+    `${facts.busiestClaimWindow} / ${facts.busiestHandlerWindow}`,
+  );
   add('most live leases / most handlers at once', `${facts.mostLiveLeases} / ${facts.mostHandlers}`);
   add('handlers that outlived their lease (killed or paused: the lease-expiry window)', facts.outlivedLease);
   return lines.join('\n');

@@ -8,16 +8,16 @@ import pg from 'pg';
 import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/lib/environment.mjs';
 import { Leasehold } from '../dist/index.js';
 import { check } from './checker.mjs';
+import { skewRecord } from './faults.mjs';
 import {
+  formatLimited,
   LIMITED_QUEUE,
   LIMITED_SCHEMA,
-  formatLimited,
   limitedInvariants,
   measureLimited,
   prepareLimitedQueue,
   readLimitedHistory,
 } from './limited.mjs';
-import { skewRecord } from './faults.mjs';
 import { runNemesis } from './nemesis.mjs';
 import { parseOptions } from './options.mjs';
 import { produce } from './producer.mjs';
@@ -68,7 +68,11 @@ async function main() {
       concurrency: options.limitedConcurrency,
     };
     if (options.limitedJobs > 0) {
-      const lhLimited = new Leasehold({ connectionString: server.connectionString, schema: LIMITED_SCHEMA, poolSize: 2 });
+      const lhLimited = new Leasehold({
+        connectionString: server.connectionString,
+        schema: LIMITED_SCHEMA,
+        poolSize: 2,
+      });
       try {
         await lhLimited.migrate();
         await prepareLimitedQueue(lhLimited, { jobs: options.limitedJobs, ...limitedSettings });
@@ -214,7 +218,10 @@ async function main() {
     };
     const rules = invariants(facts, run);
     if (options.limitedJobs > 0) {
-      facts.limited = measureLimited(await readLimitedHistory(admin, { leaseMs: options.leaseMs }), limitedSettings);
+      facts.limited = measureLimited(
+        await readLimitedHistory(admin, { leaseMs: options.leaseMs }),
+        limitedSettings,
+      );
       rules.push(...limitedInvariants(facts.limited));
     }
     console.log('');

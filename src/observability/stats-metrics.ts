@@ -100,7 +100,7 @@ export function createStatsMetrics(
   );
   perQueue(
     'leasehold_queue_throttled',
-    '1 while the queue\'s rate or concurrency limit holds its claims back (absent without limits)',
+    "1 while the queue's rate or concurrency limit holds its claims back (absent without limits)",
     (q) => (q.throttle === null ? null : q.throttle.throttledForMs > 0 ? 1 : 0),
   );
   const throttleCounter = (name: string, help: string, pick: (t: ThrottleStats) => number) =>
@@ -117,12 +117,12 @@ export function createStatsMetrics(
     });
   throttleCounter(
     'leasehold_queue_throttled_seconds_total',
-    'Time the queue\'s claims were told to wait by its limits (kept by PostgreSQL, one interval per wait, not per worker)',
+    "Time the queue's claims were told to wait by its limits (kept by PostgreSQL, one interval per wait, not per worker)",
     (t) => t.throttledMs / 1000,
   );
   throttleCounter(
     'leasehold_queue_throttled_claims_total',
-    'Claims the queue\'s rate or concurrency limit cut short while claimable jobs waited (kept by PostgreSQL)',
+    "Claims the queue's rate or concurrency limit cut short while claimable jobs waited (kept by PostgreSQL)",
     (t) => t.throttledClaims,
   );
   new Gauge({

@@ -34,7 +34,5 @@ export function parseRateLimit(value: unknown): { max: number; perMs: number; pe
 
 /** Checks `configureQueue`'s `concurrencyLimit`: an integer from 1, or null. */
 export function parseConcurrencyLimit(value: unknown): number | null {
-  return value === null
-    ? null
-    : assertInt(value, 'config.concurrencyLimit', 1, MAX_CONCURRENCY_LIMIT);
+  return value === null ? null : assertInt(value, 'config.concurrencyLimit', 1, MAX_CONCURRENCY_LIMIT);
 }

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { DEFAULT_UNATTENDED_AFTER_MS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { inReadSnapshot } from '../storage/history.js';
+import { readRateLimitStats } from '../storage/rate-limits.js';
 import {
   applyStatsPlannerSettings,
   readEventWindow,
@@ -10,7 +11,6 @@ import {
   readRefusalCounts,
   type StatsBounds,
 } from '../storage/stats.js';
-import { readRateLimitStats } from '../storage/rate-limits.js';
 import { optionalInt, rejectUnknownOptions } from '../validation.js';
 import { type ThrottleStats, toThrottleStats } from './throttle-stats.js';
 import { isUnattended } from './unattended.js';

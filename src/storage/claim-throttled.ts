@@ -228,7 +228,14 @@ type Row = ClaimedRow & { wait_ms: number | null; throttled_by: 'rate' | 'concur
 export async function claimJobsThrottled(
   db: Queryable,
   schema: string,
-  params: { queue: string; owner: string; limit: number; leaseMs: number; perKey: boolean; recheckMs: number },
+  params: {
+    queue: string;
+    owner: string;
+    limit: number;
+    leaseMs: number;
+    perKey: boolean;
+    recheckMs: number;
+  },
 ): Promise<{ rows: ClaimedRow[]; verdict: ThrottleVerdict }> {
   const window = params.perKey ? Math.min(1000, Math.max(4 * params.limit, 100)) : params.limit;
   const result = await run<Row>(db, JobClaimManyThrottled(schema), [

@@ -43,6 +43,10 @@ export interface RateLimitStatsRow {
 }
 
 /** Reads the limiter state of up to `limit` limited queues. */
-export function readRateLimitStats(db: Queryable, schema: string, limit: number): Promise<RateLimitStatsRow[]> {
+export function readRateLimitStats(
+  db: Queryable,
+  schema: string,
+  limit: number,
+): Promise<RateLimitStatsRow[]> {
   return run<RateLimitStatsRow>(db, RateLimitStatsRead(schema), [limit]);
 }

@@ -45,7 +45,14 @@ function cleanHistory(): { claims: Claim[]; runs: Run[]; unfinished: number } {
       const jobId = String(w * 2 + k + 1);
       const claimedAt = 10_000 + w * 100 + k;
       claims.push({ jobId, token: '1', claimedAt, releasedAt: claimedAt + 40 });
-      runs.push({ jobId, token: '1', startedAt: claimedAt + 2, endedAt: claimedAt + 32, claimedAt, releasedAt: claimedAt + 40 });
+      runs.push({
+        jobId,
+        token: '1',
+        startedAt: claimedAt + 2,
+        endedAt: claimedAt + 32,
+        claimedAt,
+        releasedAt: claimedAt + 40,
+      });
     }
   }
   return { claims, runs, unfinished: 0 };
@@ -60,7 +67,12 @@ describe('the rate-limited-queue rules of the chaos checker', () => {
   it('a clean history keeps every rule', () => {
     expect(broken(cleanHistory())).toEqual([]);
     const facts = limited.measureLimited(cleanHistory(), SETTINGS);
-    expect(facts).toMatchObject({ busiestClaimWindow: 2, busiestHandlerWindow: 2, mostLiveLeases: 2, mostHandlers: 2 });
+    expect(facts).toMatchObject({
+      busiestClaimWindow: 2,
+      busiestHandlerWindow: 2,
+      mostLiveLeases: 2,
+      mostHandlers: 2,
+    });
   });
 
   it('a third claim inside one window breaks the claims rule and the handler-starts rule', () => {
@@ -71,7 +83,7 @@ describe('the rate-limited-queue rules of the chaos checker', () => {
     Object.assign(history.runs[2] as Run, { ...moved, startedAt: 10_100, endedAt: 10_130 });
     expect(broken(history)).toEqual([
       'rate-limited queue: most claims in any 100 ms window',
-      'rate-limited queue: most handler starts in any 100 ms window (by their claim\'s time)',
+      "rate-limited queue: most handler starts in any 100 ms window (by their claim's time)",
     ]);
   });
 
@@ -102,7 +114,14 @@ describe('the rate-limited-queue rules of the chaos checker', () => {
 
   it('a handler run whose claim is missing from the history, and a job left unfinished, are reported', () => {
     const history = cleanHistory();
-    history.runs.push({ jobId: '99', token: '1', startedAt: 20_000, endedAt: 20_010, claimedAt: null, releasedAt: null });
+    history.runs.push({
+      jobId: '99',
+      token: '1',
+      startedAt: 20_000,
+      endedAt: 20_010,
+      claimedAt: null,
+      releasedAt: null,
+    });
     history.unfinished = 1;
     expect(broken(history)).toEqual([
       'rate-limited queue: handler runs for a claim the history does not hold',
@@ -116,12 +135,22 @@ describe('the rate-limited-queue rules of the chaos checker', () => {
     history.claims = history.claims.filter((_, i) => i % 2 === 0);
     history.runs = history.runs.filter((_, i) => i % 2 === 0);
     expect(broken(history)).toEqual([
-      'rate-limited queue: most handler starts in any 100 ms window (by their claim\'s time)',
+      "rate-limited queue: most handler starts in any 100 ms window (by their claim's time)",
     ]);
   });
 
   it('counts intervals that touch end to start as one at a time', () => {
-    expect(limited.mostAtOnce([{ from: 0, to: 10 }, { from: 10, to: 20 }])).toBe(1);
-    expect(limited.mostAtOnce([{ from: 0, to: 10 }, { from: 9, to: 20 }])).toBe(2);
+    expect(
+      limited.mostAtOnce([
+        { from: 0, to: 10 },
+        { from: 10, to: 20 },
+      ]),
+    ).toBe(1);
+    expect(
+      limited.mostAtOnce([
+        { from: 0, to: 10 },
+        { from: 9, to: 20 },
+      ]),
+    ).toBe(2);
   });
 });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import {
   createStatsMetrics,
-  Leasehold,
   type Lease,
+  Leasehold,
   startDashboard,
   ValidationError,
 } from '../../src/index.js';
@@ -27,7 +27,7 @@ async function claimTimes(lh: Lh, queue: string): Promise<number[]> {
 }
 
 /** The largest number of times inside any half-open interval [t, t + windowMs). */
-export function busiestWindow(times: readonly number[], windowMs: number): number {
+function busiestWindow(times: readonly number[], windowMs: number): number {
   let most = 0;
   let first = 0;
   for (let last = 0; last < times.length; last++) {
@@ -93,9 +93,7 @@ describe('configureQueue: rate and concurrency limits', () => {
         ValidationError,
       );
     }
-    await expect(lh.configureQueue('q', { concurrencyLimitPerKey: 2 })).rejects.toThrow(
-      /cannot be combined/,
-    );
+    await expect(lh.configureQueue('q', { concurrencyLimitPerKey: 2 })).rejects.toThrow(/cannot be combined/);
     await lh.configureQueue('k', { concurrencyLimitPerKey: 2 });
     await expect(lh.configureQueue('k', { concurrencyLimit: 2 })).rejects.toBeInstanceOf(ValidationError);
     const [q] = (await lh.listQueues()).filter((row) => row.name === 'q');
@@ -176,7 +174,8 @@ describe('rate limits enforced by the claim statement', () => {
     const lh = await migratedClient();
     await lh.configureQueue('tenants', { rateLimit: { max: 2, perMs: 60_000, perKey: true } });
     const items = [];
-    for (const key of ['a', 'b', 'c']) for (let i = 0; i < 4; i++) items.push({ payload: { key, i }, concurrencyKey: key });
+    for (const key of ['a', 'b', 'c'])
+      for (let i = 0; i < 4; i++) items.push({ payload: { key, i }, concurrencyKey: key });
     for (let i = 0; i < 3; i++) items.push({ payload: { i } });
     await lh.enqueueMany('tenants', items);
     const first = await lh.claim({ queue: 'tenants', owner: 'w', limit: 100 });
