@@ -7,14 +7,18 @@ import { defineStatement, type Queryable, run } from './db.js';
  * concurrency key) and its concurrency limit (at most concurrency_limit live leases). Used only for
  * queues with one of these set (the plain claim yields nothing for them), so plain claims never pay.
  *
- * 1. `lim` locks the queue's rate_limits row: limited claims of one queue take turns here. In READ
- *    COMMITTED the lock returns the row's newest version, so `lim.claimed_total` counts every claim
- *    committed before ours, while `seen` (the same row, read plainly) shows the statement snapshot's.
- *    `clock` takes the start time after the lock, so starts are stamped in the order the lock
- *    granted them and a window trimmed by one claim is never needed by the next.
- * 2. `candidate` locks a window of $5 claimable jobs in preference order (SKIP LOCKED, served by
+ * 1. `candidate` locks a window of $5 claimable jobs in preference order (SKIP LOCKED, served by
  *    jobs_claimable_idx): $3 for a queue-wide limit, wider per key, so that jobs of a key out of
- *    starts can be passed over. Each job's bucket is '' (queue-wide) or its concurrency key.
+ *    starts can be passed over. Each job's bucket is '' (queue-wide) or its concurrency key. This
+ *    runs before the limiter lock, in parallel with other claimers, which skip these rows.
+ * 2. `lim` then locks the queue's rate_limits row (only when there is a candidate: an empty claim
+ *    takes no lock): limited claims of one queue take turns from here to their commit. In READ
+ *    COMMITTED the lock returns the row's newest version, so `lim.claimed_total` counts every
+ *    claim committed before ours, while `seen` (the same row, read plainly) shows the statement
+ *    snapshot's. `clock` takes the start time after the lock, so starts are stamped in the order
+ *    the lock granted them and a window trimmed by one claim is never needed by the next.
+ *    (Measured: locking first and scanning after made four contending claimers wade through the
+ *    rows their predecessors had just claimed, visible as pending in their older snapshots.)
  * 3. Live leases: the snapshot's count of the queue's running jobs with an unexpired lease
  *    (jobs_queue_slots_idx), plus the claims committed after the snapshot (lim - seen, all still
  *    running as far as anyone may assume). A lease that lapsed frees its slot at once, without
@@ -47,15 +51,6 @@ const JobClaimManyThrottled = defineStatement(
   seen AS (
     SELECT claimed_total FROM ${s}.rate_limits WHERE queue_name = $1
   ),
-  lim AS (
-    SELECT r.claimed_total
-    FROM ${s}.rate_limits AS r
-    WHERE r.queue_name = $1 AND EXISTS (SELECT 1 FROM settings)
-    FOR UPDATE
-  ),
-  clock AS (
-    SELECT clock_timestamp() AS at FROM lim
-  ),
   candidate AS (
     SELECT id, priority, available_at,
            CASE WHEN (SELECT per_key FROM settings) THEN coalesce(concurrency_key, '') ELSE '' END AS bucket
@@ -64,10 +59,19 @@ const JobClaimManyThrottled = defineStatement(
       AND status = 'pending'
       AND NOT awaits_predecessor
       AND available_at <= now()
-      AND EXISTS (SELECT 1 FROM clock)
+      AND EXISTS (SELECT 1 FROM settings)
     ORDER BY priority DESC, available_at, id
     LIMIT $5
     FOR UPDATE SKIP LOCKED
+  ),
+  lim AS (
+    SELECT r.claimed_total
+    FROM ${s}.rate_limits AS r
+    WHERE r.queue_name = $1 AND EXISTS (SELECT 1 FROM candidate)
+    FOR UPDATE
+  ),
+  clock AS (
+    SELECT clock_timestamp() AS at FROM lim
   ),
   usage AS (
     SELECT k.bucket_key, sum(e.n)::int AS used, min(e.at) AS oldest
@@ -97,7 +101,7 @@ const JobClaimManyThrottled = defineStatement(
     LEFT JOIN usage AS u ON u.bucket_key = c.bucket
   ),
   eligible AS (
-    SELECT * FROM ranked WHERE room IS NULL OR rn <= room
+    SELECT * FROM ranked WHERE (room IS NULL OR rn <= room) AND EXISTS (SELECT 1 FROM lim)
   ),
   pre AS (
     SELECT id, bucket,
@@ -160,7 +164,8 @@ const JobClaimManyThrottled = defineStatement(
   ),
   counts AS (
     SELECT (SELECT count(*) FROM chosen)::int AS got,
-           least($3, (SELECT count(*) FROM candidate))::int AS wanted,
+           CASE WHEN EXISTS (SELECT 1 FROM lim) THEN least($3, (SELECT count(*) FROM candidate)) ELSE 0 END::int
+             AS wanted,
            least($3, (SELECT count(*) FROM eligible))::int AS rate_allows,
            (SELECT free FROM slots) AS free
   ),
@@ -182,7 +187,7 @@ const JobClaimManyThrottled = defineStatement(
                 LEFT JOIN usage AS u ON u.bucket_key = b.bucket) + (SELECT per FROM settings) - clock.at,
                $7::double precision * interval '1 millisecond')
            END AS until
-    FROM counts AS c CROSS JOIN clock
+    FROM counts AS c LEFT JOIN clock ON true
   ),
   tally AS (
     UPDATE ${s}.rate_limits AS r
@@ -205,7 +210,8 @@ const JobClaimManyThrottled = defineStatement(
          CASE WHEN v.throttled
               THEN greatest(1, extract(epoch FROM v.until - clock_timestamp()) * 1000)::float8 END,
          v.reason
-  FROM verdict AS v`,
+  FROM verdict AS v
+  WHERE EXISTS (SELECT 1 FROM settings)`,
 );
 
 /** What the throttled claim found beside the jobs it claimed. */
