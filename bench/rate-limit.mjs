@@ -1,9 +1,10 @@
 // Claim throughput of a queue with a rate or concurrency limit that is never reached, as a ratio
 // to the same queue unlimited: what the throttled claim statement (its limiter row lock, its
 // sliding window and its live-lease count) costs when the limit is not what holds work back.
-// The same jobs are claimed and completed by 4 claimers in batches of 100 until the queue is
+// The same jobs are claimed and completed by 4 claimers (--claimers) in batches of 100 until the queue is
 // empty; workloads rotate over the rounds and medians are reported.
-// `npm run bench:ratelimit` (DATABASE_URL, or an embedded server). Options: --jobs N --rounds N.
+// `npm run bench:ratelimit` (DATABASE_URL, or an embedded server). Options: --jobs N --rounds N
+// --claimers N (default 4).
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
@@ -12,7 +13,6 @@ import { describeEnvironment, formatEnvironment, loadAverage } from './lib/envir
 import { openServer } from './lib/server.mjs';
 import { summarize } from './lib/stats.mjs';
 
-const CLAIMERS = 4;
 const BATCH = 100;
 
 const WORKLOADS = {
@@ -38,10 +38,16 @@ const WORKLOADS = {
 };
 
 const { values } = parseArgs({
-  options: { jobs: { type: 'string', default: '10000' }, rounds: { type: 'string', default: '3' } },
+  options: {
+    jobs: { type: 'string', default: '10000' },
+    rounds: { type: 'string', default: '3' },
+    claimers: { type: 'string', default: '4' },
+  },
 });
 const JOBS = Math.min(200_000, Math.max(1000, Number(values.jobs)));
 const ROUNDS = Math.min(10, Math.max(1, Number(values.rounds)));
+// Limited claims of one queue take turns at its limiter row: contention is what they cost most.
+const CLAIMERS = Math.min(16, Math.max(1, Number(values.claimers)));
 
 async function runOnce(connectionString, name, workload, round) {
   const schema = `bench_ratelimit_${round}_${Object.keys(WORKLOADS).indexOf(name)}`;

@@ -13,7 +13,9 @@ const RateLimitStatsRead = defineStatement(
          q.rate_limit_max, q.rate_limit_per_ms, coalesce(q.rate_limit_per_key, false) AS rate_limit_per_key,
          q.concurrency_limit,
          r.throttled_claims::float8 AS throttled_claims, r.throttled_ms,
-         greatest(0, extract(epoch FROM r.throttled_until - now()) * 1000)::float8 AS throttled_for_ms,
+         -- (PostgreSQL before 16 cannot subtract the initial '-infinity'.)
+         CASE WHEN r.throttled_until > now()
+              THEN extract(epoch FROM r.throttled_until - now()) * 1000 ELSE 0 END::float8 AS throttled_for_ms,
          (SELECT coalesce(sum(e.n), 0)::int
           FROM ${s}.rate_limit_keys AS k, unnest(k.start_at, k.start_n) AS e(at, n)
           WHERE k.queue_name = r.queue_name AND k.bucket_key = ''
