@@ -9,6 +9,15 @@ import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/li
 import { Leasehold } from '../dist/index.js';
 import { check } from './checker.mjs';
 import { skewRecord } from './faults.mjs';
+import {
+  formatLimited,
+  LIMITED_QUEUE,
+  LIMITED_SCHEMA,
+  limitedInvariants,
+  measureLimited,
+  prepareLimitedQueue,
+  readLimitedHistory,
+} from './limited.mjs';
 import { runNemesis } from './nemesis.mjs';
 import { parseOptions } from './options.mjs';
 import { produce } from './producer.mjs';
@@ -53,6 +62,24 @@ async function main() {
     lh.pool.on('error', () => {});
     await lh.migrate();
     await createChaosSchema(admin);
+    const limitedSettings = {
+      rateMax: options.rateMax,
+      ratePerMs: options.ratePerMs,
+      concurrency: options.limitedConcurrency,
+    };
+    if (options.limitedJobs > 0) {
+      const lhLimited = new Leasehold({
+        connectionString: server.connectionString,
+        schema: LIMITED_SCHEMA,
+        poolSize: 2,
+      });
+      try {
+        await lhLimited.migrate();
+        await prepareLimitedQueue(lhLimited, { jobs: options.limitedJobs, ...limitedSettings });
+      } finally {
+        await lhLimited.close();
+      }
+    }
     const env = await describeEnvironment(admin);
     console.log(
       formatEnvironment(env, { embedded: true }).replace('started by the bench', 'started by the harness'),
@@ -80,6 +107,11 @@ async function main() {
       maxAttempts: options.maxAttempts,
       txnLoops: 2,
       backoff: BACKOFF,
+      // Each worker could run the whole cap and more: only the queue's limit keeps them within it.
+      limited:
+        options.limitedJobs > 0
+          ? { schema: LIMITED_SCHEMA, queue: LIMITED_QUEUE, concurrency: options.limitedConcurrency + 1 }
+          : null,
     };
     let nextLabel = 1;
     const spawn = async (skewMs) => {
@@ -151,7 +183,11 @@ async function main() {
     // Heal: every fault heals itself; make sure the server is up, then drain.
     if (!server.running) await server.start();
     log('healed; draining');
-    const drained = await drain(admin, options.drainTimeoutS * 1000);
+    const drained = await drain(
+      admin,
+      options.drainTimeoutS * 1000,
+      options.limitedJobs > 0 ? ['leasehold', LIMITED_SCHEMA] : ['leasehold'],
+    );
     clearInterval(progress);
     log(drained ? 'drained; stopping workers' : 'drain timed out; stopping workers');
     const workerFailures = [];
@@ -181,8 +217,16 @@ async function main() {
       requestedKinds: options.faults,
     };
     const rules = invariants(facts, run);
+    if (options.limitedJobs > 0) {
+      facts.limited = measureLimited(
+        await readLimitedHistory(admin, { leaseMs: options.leaseMs }),
+        limitedSettings,
+      );
+      rules.push(...limitedInvariants(facts.limited));
+    }
     console.log('');
     console.log(formatReport(facts, rules, run));
+    if (facts.limited) console.log(`\n${formatLimited(facts.limited)}`);
     console.log('');
     console.log(
       `Finished in ${Math.round((performance.now() - startedAt) / 1000)} s; load average at end (1/5/15 min): ${loadAverage()}`,
@@ -215,11 +259,16 @@ async function main() {
 }
 
 // Waits until no job is pending or running (every acknowledged job has succeeded or died).
-async function drain(admin, timeoutMs) {
+async function drain(admin, timeoutMs, schemas) {
   const deadline = performance.now() + timeoutMs;
   while (performance.now() < deadline) {
     const { rows } = await admin
-      .query(`SELECT count(*)::int AS n FROM leasehold.jobs WHERE status IN ('pending', 'running')`)
+      .query(
+        schemas
+          .map((s) => `SELECT count(*)::int AS n FROM ${s}.jobs WHERE status IN ('pending', 'running')`)
+          .join(' UNION ALL '),
+      )
+      .then((result) => ({ rows: [{ n: result.rows.reduce((sum, row) => sum + row.n, 0) }] }))
       .catch(() => ({ rows: [{ n: -1 }] }));
     if (rows[0].n === 0) return true;
     await sleep(250);

@@ -19,6 +19,12 @@ const INTEGER_FLAGS = {
   seed: [1, 0, 2 ** 31 - 1],
   // Percent of the worker's plain jobs that bump a per-job counter in job.transaction instead.
   'counter-pct': [10, 0, 100],
+  // The rate-limited-queue mode (chaos/limited.mjs): a backlog of this many jobs (0: off) on a
+  // queue limited to --rate-max starts per --rate-per-ms and --limited-concurrency live leases.
+  'limited-jobs': [0, 0, 100_000],
+  'rate-max': [5, 1, 1000],
+  'rate-per-ms': [200, 10, 60_000],
+  'limited-concurrency': [3, 1, 100],
 };
 
 const USAGE = `Usage: npm run chaos -- [flags]
@@ -32,7 +38,11 @@ until the last job is enqueued. With 'skew' two of the workers run with their cl
 ahead and behind. The harness always starts its own PostgreSQL (it must crash and restart it);
 DATABASE_URL is ignored. --counter-pct 100 makes every worker job (all but the
 hand-completed and effects-ledger ones) bump its own counter row in job.transaction: the checker
-then proves the counter total equals the number of those jobs, each row bumped exactly once. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
+then proves the counter total equals the number of those jobs, each row bumped exactly once.
+--limited-jobs N adds a backlog of N jobs on a rate- and concurrency-limited queue (its own schema,
+served by every worker): the checker then proves no --rate-per-ms window held more than --rate-max
+starts (claims, and handler starts), the limit was reached, and no more than --limited-concurrency
+leases were live or handlers ran at once (a handler past its lease excepted). Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
 
 /** Parses argv (without node and script) into options; exits with usage on a bad flag. */
 export function parseOptions(argv) {

@@ -48,6 +48,16 @@ export async function createChaosSchema(db) {
       id int PRIMARY KEY, kind text NOT NULL, target text, injected_at timestamptz NOT NULL,
       healed_at timestamptz NOT NULL, detail jsonb NOT NULL DEFAULT '{}'
     );
+    -- The rate-limited-queue mode (limited.mjs): a handler's start, written before it works, and
+    -- its end, written before it returns (so before its completion): both database time.
+    CREATE TABLE chaos.limited_runs (
+      seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL,
+      started_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE TABLE chaos.limited_ends (
+      seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL,
+      ended_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
     CREATE INDEX ON chaos.runs (job_id, token);
     CREATE INDEX ON chaos.run_ends (job_id, token);
     CREATE INDEX ON chaos.acks (job_id);
@@ -65,6 +75,8 @@ export const LEDGER_TABLES = {
   runs: ['seq', 'job_id', 'token', 'owner', 'queue', 'attempt', 'max_attempts'],
   run_ends: ['seq', 'job_id', 'token', 'owner', 'duration_ms', 'outcome'],
   acks: ['seq', 'job_id', 'token', 'owner', 'result'],
+  limited_runs: ['seq', 'job_id', 'token', 'owner'],
+  limited_ends: ['seq', 'job_id', 'token', 'owner'],
 };
 
 /** One INSERT of `rows` (arrays in column order) into ledger table `table`, as a parameterised query. */

@@ -65,9 +65,38 @@ async function start(config) {
   worker.on('outcome', (job, result) => ledger.append('acks', [job.id, job.token, owner, result]));
   state.worker = worker;
   await worker.start();
+  if (config.limited) await startLimited(config, pool, owner, ledger);
   state.txnLoops = Array.from({ length: config.txnLoops }, () => txnLoop());
   state.statusTimer = setInterval(sendStatus, STATUS_EVERY_MS);
   process.send?.({ type: 'ready', owner });
+}
+
+// The rate-limited-queue mode (limited.mjs): a worker of its own on the `limited` schema, sharing
+// this process's pool, so kills, pauses and terminated connections hit it as they hit the rest.
+// Its handlers never renew: a claim's lease is exactly leaseMs from its claim.
+async function startLimited(config, pool, owner, ledger) {
+  const lh = new Leasehold({ pool, schema: config.limited.schema, backoff: config.backoff });
+  const worker = lh.worker({
+    owner: `${owner}:limited`,
+    queues: {
+      [config.limited.queue]: {
+        handler: async (job) => {
+          await ledger.write('limited_runs', [job.id, job.token, owner]);
+          await new Promise((resolve) => setTimeout(resolve, job.payload.workMs));
+          await ledger.write('limited_ends', [job.id, job.token, owner]);
+        },
+        concurrency: config.limited.concurrency,
+        leaseMs: config.leaseMs,
+        renew: 'progress',
+      },
+    },
+    pollIntervalMs: config.pollIntervalMs,
+    recoveryIntervalMs: config.recoveryIntervalMs,
+    shutdownTimeoutMs: 5000,
+  });
+  worker.on('error', () => {});
+  state.limitedWorker = worker;
+  await worker.start();
 }
 
 function sendStatus() {
@@ -257,6 +286,7 @@ async function stop() {
   state.stopping = true;
   clearInterval(state.statusTimer);
   await state.worker?.stop();
+  await state.limitedWorker?.stop();
   await Promise.all(state.txnLoops ?? []);
   await state.ledger.drain();
   const counters = { ...state.worker.counters };

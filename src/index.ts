@@ -52,6 +52,7 @@ export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/
 export type { HealthFailure, HealthReport, HealthRules } from './operations/health.js';
 export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
 export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
+export type { RateLimit } from './operations/rate-limits.js';
 export type { ReplayFilter, ReplayOptions, ReplayProgress, ReplayResult } from './operations/replay.js';
 export type { RunUntilIdleOptions } from './operations/run-until-idle.js';
 export type {
@@ -68,6 +69,7 @@ export type {
   TransitionStat,
 } from './operations/stats.js';
 export { DEFAULT_STATS_OPTIONS } from './operations/stats.js';
+export type { ThrottleStats } from './operations/throttle-stats.js';
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';

@@ -3,6 +3,7 @@ import type { Leasehold } from '../client.js';
 import type { LeaseholdContext } from '../context.js';
 import { contextOf } from '../context-of.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from '../operations/stats.js';
+import type { ThrottleStats } from '../operations/throttle-stats.js';
 
 /** Options of `createStatsMetrics`. */
 export interface StatsMetricsOptions {
@@ -96,6 +97,33 @@ export function createStatsMetrics(
     'leasehold_queue_completed_in_window',
     'Jobs completed within the stats window',
     (q) => q.completedInWindow,
+  );
+  perQueue(
+    'leasehold_queue_throttled',
+    "1 while the queue's rate or concurrency limit holds its claims back (absent without limits)",
+    (q) => (q.throttle === null ? null : q.throttle.throttledForMs > 0 ? 1 : 0),
+  );
+  const throttleCounter = (name: string, help: string, pick: (t: ThrottleStats) => number) =>
+    new Counter<'queue'>({
+      name,
+      help,
+      labelNames: ['queue'],
+      registers: [registry],
+      async collect() {
+        const stats = await readOrNull();
+        this.reset();
+        for (const q of stats?.queues ?? []) if (q.throttle) this.inc({ queue: q.queue }, pick(q.throttle));
+      },
+    });
+  throttleCounter(
+    'leasehold_queue_throttled_seconds_total',
+    "Time the queue's claims were told to wait by its limits (kept by PostgreSQL, one interval per wait, not per worker)",
+    (t) => t.throttledMs / 1000,
+  );
+  throttleCounter(
+    'leasehold_queue_throttled_claims_total',
+    "Claims the queue's rate or concurrency limit cut short while claimable jobs waited (kept by PostgreSQL)",
+    (t) => t.throttledClaims,
   );
   new Gauge({
     name: 'leasehold_up',

@@ -1,9 +1,10 @@
 import { DEFAULT_UNATTENDED_AFTER_MS } from '../defaults.js';
-import { ValidationError } from '../errors.js';
+import { isLeaseholdError, ValidationError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
 import {
   configureQueue as configureQueueRow,
   listQueues,
+  ONE_LIMITED_CLAIM_CONSTRAINT,
   type QueueChanges,
   type QueueRow,
 } from '../storage/queues.js';
@@ -15,6 +16,7 @@ import {
   optionsObject,
   rejectUnknownOptions,
 } from '../validation.js';
+import { parseConcurrencyLimit, parseRateLimit, type RateLimit } from './rate-limits.js';
 import { isUnattended } from './unattended.js';
 
 /** Settings `configureQueue` changes; a setting left out is kept, `null` clears it to its default. */
@@ -33,6 +35,10 @@ export interface QueueConfig {
   agingIntervalMs?: number | null;
   /** Aging: the most steps a job's priority rises (default 10 when aging is on). */
   agingMaxBoost?: number | null;
+  /** At most `max` jobs start in any `perMs` window, across all workers (per key with `perKey`); null: no limit. */
+  rateLimit?: RateLimit | null;
+  /** At most this many of the queue's jobs hold a live lease at once, across all workers; null: no limit. */
+  concurrencyLimit?: number | null;
 }
 
 /** A queue's stored settings. */
@@ -46,6 +52,10 @@ export interface QueueSettings {
   concurrencyLimitPerKey: number | null;
   agingIntervalMs: number | null;
   agingMaxBoost: number | null;
+  /** The queue's rate limit, or null. */
+  rateLimit: Required<RateLimit> | null;
+  /** The queue's global concurrency limit, or null. */
+  concurrencyLimit: number | null;
 }
 
 /** One queue at a glance. */
@@ -90,6 +100,8 @@ export async function configureQueue(
       'concurrencyLimitPerKey',
       'agingIntervalMs',
       'agingMaxBoost',
+      'rateLimit',
+      'concurrencyLimit',
     ],
     'config',
   );
@@ -118,7 +130,20 @@ export async function configureQueue(
     if (value !== undefined)
       changes[key] = value === null ? null : assertInt(value, `config.${key}`, min, max);
   }
-  return toSettings(await configureQueueRow(db, schema, queue, changes));
+  if (config.rateLimit !== undefined) changes.rateLimit = parseRateLimit(config.rateLimit);
+  if (config.concurrencyLimit !== undefined)
+    changes.concurrencyLimit = parseConcurrencyLimit(config.concurrencyLimit);
+  try {
+    return toSettings(await configureQueueRow(db, schema, queue, changes));
+  } catch (err) {
+    const constraint = (err as { cause?: { constraint?: unknown } }).cause?.constraint;
+    if (isLeaseholdError(err, 'DATABASE') && constraint === ONE_LIMITED_CLAIM_CONSTRAINT)
+      throw new ValidationError(
+        'config',
+        'concurrencyLimitPerKey cannot be combined with rateLimit or concurrencyLimit on one queue; nothing was changed',
+      );
+    throw err;
+  }
 }
 
 /** Lists every queue that has jobs or settings, by name. */
@@ -166,5 +191,10 @@ function toSettings(row: QueueRow): QueueSettings {
     concurrencyLimitPerKey: row.concurrency_limit_per_key,
     agingIntervalMs: row.aging_interval_ms,
     agingMaxBoost: row.aging_max_boost,
+    rateLimit:
+      row.rate_limit_max === null || row.rate_limit_per_ms === null
+        ? null
+        : { max: row.rate_limit_max, perMs: row.rate_limit_per_ms, perKey: row.rate_limit_per_key },
+    concurrencyLimit: row.concurrency_limit,
   };
 }

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { DEFAULT_UNATTENDED_AFTER_MS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { inReadSnapshot } from '../storage/history.js';
+import { readRateLimitStats } from '../storage/rate-limits.js';
 import {
   applyStatsPlannerSettings,
   readEventWindow,
@@ -11,6 +12,7 @@ import {
   type StatsBounds,
 } from '../storage/stats.js';
 import { optionalInt, rejectUnknownOptions } from '../validation.js';
+import { type ThrottleStats, toThrottleStats } from './throttle-stats.js';
 import { isUnattended } from './unattended.js';
 
 /** Options of `stats()`; the defaults keep one call to a few milliseconds at a 1M-job backlog. */
@@ -62,6 +64,8 @@ export interface QueueStats {
   unattended: boolean;
   /** Jobs completed within the window. */
   completedInWindow: number;
+  /** The queue's rate and concurrency limits and how much they held claims back; null when it has none. */
+  throttle: ThrottleStats | null;
 }
 
 /** Lost-fence attempts of one queue and operation, since the schema was created. */
@@ -135,6 +139,8 @@ export async function readStats(
     const refusals = await readRefusalCounts(db, schema);
     const events = await readEventWindow(db, schema, bounds);
     const finished = await readFinishedWindow(db, schema, bounds);
+    const limits = await readRateLimitStats(db, schema, bounds.maxQueues);
+    const throttles = new Map(limits.map((row) => [row.queue_name, toThrottleStats(row)]));
     const completed = new Map(finished.map((row) => [row.queue_name, row.n]));
     const finishedTotal = finished.reduce((sum, row) => sum + row.n, 0);
     return {
@@ -161,6 +167,7 @@ export async function readStats(
           bounds.unattendedAfterMs,
         ),
         completedInWindow: completed.get(row.name) ?? 0,
+        throttle: throttles.get(row.name) ?? null,
       })),
       refusals: refusals.map((row) => ({
         queue: row.queue_name,

@@ -1,15 +1,34 @@
 import { type ClaimedRow, claimJobs } from '../storage/claim.js';
 import { claimJobsLimited } from '../storage/claim-limited.js';
+import { claimJobsThrottled, type ThrottleVerdict } from '../storage/claim-throttled.js';
 import type { Queryable } from '../storage/db.js';
-import { readClaimSettings } from '../storage/queues.js';
+import { type QueueClaimSettingsRow, readClaimSettings } from '../storage/queues.js';
 import { CLAIM_FLOOR_DEFAULTS, ClaimFloor, type ClaimFloorSettings } from './claim-floor.js';
 
 /** How long a queue's cached limit is trusted before it is read again. */
 const SETTINGS_TTL_MS = 5000;
 
 /**
- * Chooses the claim statement per queue: the plain claim, or the limited one when the queue has a
- * per-key concurrency limit, from a cached read of the queue's settings. A stale cache cannot break
+ * Longest wait a claim throttled by a concurrency limit is told: a slot frees whenever one of the
+ * queue's jobs ends, in any process, and nothing announces that (this process's own endings wake
+ * its runner at once).
+ */
+export const CONCURRENCY_RECHECK_MS = 100;
+
+/** Why and how long a queue's last claim was held back by its limits. */
+export interface Throttle {
+  /** Until capacity is next free, in milliseconds of database time from the claim's answer. */
+  waitMs: number;
+  /** The limit that held the claim back. */
+  by: 'rate' | 'concurrency';
+}
+
+type CachedSettings = QueueClaimSettingsRow & { readAt: number };
+
+/**
+ * Chooses the claim statement per queue: the plain claim, the limited one when the queue has a
+ * per-key concurrency limit, or the throttled one when it has a rate or concurrency limit, from a
+ * cached read of the queue's settings. A stale cache cannot break
  * the limit: the plain claim yields nothing for a limited queue, and an empty plain claim re-reads
  * the settings at once (so plain queues pay one primary-key read per empty claim, none per full one).
  * Plain claims start at the queue's ClaimFloor. A floored claim that comes back short returns what
@@ -18,8 +37,9 @@ const SETTINGS_TTL_MS = 5000;
  * an empty claim would send the worker idle.
  */
 export class ClaimRouter {
-  readonly #limits = new Map<string, { limit: number | null; aging: boolean; readAt: number }>();
+  readonly #limits = new Map<string, CachedSettings>();
   readonly #floors = new Map<string, ClaimFloor>();
+  readonly #throttles = new Map<string, Throttle>();
 
   constructor(
     private readonly db: Queryable,
@@ -35,14 +55,45 @@ export class ClaimRouter {
     limit: number;
     leaseMs: number;
   }): Promise<ClaimedRow[]> {
+    this.#throttles.delete(params.queue);
     let cached = this.#limits.get(params.queue);
     if (!cached || performance.now() - cached.readAt > SETTINGS_TTL_MS)
       cached = await this.#read(params.queue);
+    if (cached.throttled) {
+      const { rows, verdict } = await this.#claimThrottled(params, cached.perKeyRate);
+      if (verdict.limited) return rows;
+      cached = await this.#read(params.queue); // the limits were cleared (or the queue paused)
+      if (cached.throttled) return rows;
+    }
     if (cached.limit !== null) return claimJobsLimited(this.db, this.schema, params);
     const rows = await this.#claimPlain(params, !cached.aging);
     if (rows.length > 0) return rows;
     const fresh = await this.#read(params.queue);
+    if (fresh.throttled) return (await this.#claimThrottled(params, fresh.perKeyRate)).rows;
     return fresh.limit === null ? rows : claimJobsLimited(this.db, this.schema, params);
+  }
+
+  async #claimThrottled(
+    params: { queue: string; owner: string; limit: number; leaseMs: number },
+    perKey: boolean,
+  ): Promise<{ rows: ClaimedRow[]; verdict: ThrottleVerdict }> {
+    const result = await claimJobsThrottled(this.db, this.schema, {
+      ...params,
+      perKey,
+      recheckMs: CONCURRENCY_RECHECK_MS,
+    });
+    const { waitMs, throttledBy } = result.verdict;
+    if (waitMs !== null && throttledBy !== null)
+      this.#throttles.set(params.queue, { waitMs, by: throttledBy });
+    return result;
+  }
+
+  /**
+   * The queue's last claim was held back by its rate or concurrency limit: how long until capacity
+   * is next free, and which limit it was. Null when the last claim was not held back.
+   */
+  throttled(queue: string): Throttle | null {
+    return this.#throttles.get(queue) ?? null;
   }
 
   // Aging raises the priority of old jobs, whose available_at then lies below any floor: a queue
@@ -79,7 +130,7 @@ export class ClaimRouter {
     this.#limits.delete(queue);
   }
 
-  async #read(queue: string): Promise<{ limit: number | null; aging: boolean; readAt: number }> {
+  async #read(queue: string): Promise<CachedSettings> {
     const entry = { ...(await readClaimSettings(this.db, this.schema, queue)), readAt: performance.now() };
     this.#limits.set(queue, entry);
     return entry;

@@ -1,4 +1,5 @@
 import type { ClaimedRow } from '../storage/claim.js';
+import type { Throttle } from './claim-router.js';
 import { ClaimSizer } from './claim-sizer.js';
 import type { ResolvedQueue } from './options.js';
 import type { OutcomeResult } from './outcome-batcher.js';
@@ -14,6 +15,8 @@ export interface QueueRunnerHost {
   claim(config: ResolvedQueue, limit: number, sizing: ClaimSizing): Promise<ClaimedRow[]>;
   /** True when the queue's last claim came back short from a floor: claim again (from the front) now. */
   frontClaimDue(queue: string): boolean;
+  /** The queue's last claim was held back by its rate or concurrency limit: for how long, and by which. */
+  throttled?(queue: string): Throttle | null;
   /** Starts a handler for a claimed job; the runner's accounting is already updated. */
   start(runner: QueueRunner, row: ClaimedRow, claimSentAt: number): void;
   /** Returns a claimed job that never started: pending again at once, attempt refunded. */
@@ -58,6 +61,9 @@ export class QueueRunner {
   #pump: Promise<void> | null = null;
   #pumpScheduled = false;
   #claimFailures = 0;
+  /** While the queue's limit holds claims back: which limit (a timer ends it). */
+  #throttledBy: Throttle['by'] | null = null;
+  #throttleTimer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly config: ResolvedQueue,
@@ -102,6 +108,8 @@ export class QueueRunner {
    */
   schedulePump(): void {
     if (this.#pumpScheduled || this.#pump) return;
+    // Throttled: the timer set from the claim's answer claims again; wake-ups only mark `wanted`.
+    if (this.#throttledBy !== null) return;
     this.#pumpScheduled = true;
     setImmediate(() => {
       this.#pumpScheduled = false;
@@ -139,6 +147,8 @@ export class QueueRunner {
   }
 
   #afterSlotChange(): void {
+    // One of this queue's jobs ended: a concurrency slot is free now, whatever the last claim said.
+    if (this.#throttledBy === 'concurrency') this.#endThrottle();
     this.startBuffered();
     if (this.wanted && this.claimRoom() > 0) this.schedulePump();
     // A slot freed in a shared pool may be another queue's turn.
@@ -172,12 +182,40 @@ export class QueueRunner {
       for (const row of rows) this.buffer.push({ row, claimSentAt: sentAt });
       this.pool?.release(this, limit);
       this.startBuffered();
+      const throttle = this.host.throttled?.(this.config.name) ?? null;
+      if (throttle !== null) {
+        // The limit held the claim back: more is claimable, but not before capacity is free.
+        this.wanted = true;
+        this.#throttle(throttle);
+        this.pool?.slotFreed(this);
+        return;
+      }
       // A full batch suggests more is waiting; a short one means the queue is drained for now,
       // unless the claim started at a floor and jobs may wait below it (see claim-floor.ts).
       if (rows.length === limit || (rows.length > 0 && this.host.frontClaimDue(this.config.name)))
         this.wanted = true;
       else this.pool?.slotFreed(this);
     }
+  }
+
+  /** True while the queue's limit holds its claims back (they resume by themselves). */
+  get throttled(): boolean {
+    return this.#throttledBy !== null;
+  }
+
+  // Sleeps until the limit has capacity again (the claim said when, in database time), then claims.
+  #throttle(throttle: Throttle): void {
+    if (this.#throttleTimer) clearTimeout(this.#throttleTimer);
+    this.#throttledBy = throttle.by;
+    this.#throttleTimer = setTimeout(() => this.#endThrottle(), Math.max(1, Math.ceil(throttle.waitMs)));
+    this.#throttleTimer.unref();
+  }
+
+  #endThrottle(): void {
+    if (this.#throttleTimer) clearTimeout(this.#throttleTimer);
+    this.#throttleTimer = null;
+    this.#throttledBy = null;
+    if (this.wanted) this.schedulePump();
   }
 
   /**

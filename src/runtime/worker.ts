@@ -287,6 +287,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       claimBatchSize: this.#options.claimBatchSize,
       claim: (config, limit, sizing) => this.#claims.claim(config, limit, sizing, this.#idleRun),
       frontClaimDue: (queue) => this.#claims.frontClaimDue(queue),
+      throttled: (queue) => this.#claims.throttled(queue),
       start: (runner, row, claimSentAt) => this.#start(runner, row, claimSentAt),
       handBack: (config, row) => this.#handBack(config, row),
       reportError: (err) => this.#reportError(err),

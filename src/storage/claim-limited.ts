@@ -82,7 +82,8 @@ export const JobClaimManyLimited = defineStatement(
       lease_expires_at = now() + $4::double precision * interval '1 millisecond',
       claimed_at = now(),
       lease_extensions = 0,
-      holds_key_slot = chosen.counted
+      holds_key_slot = chosen.counted,
+      holds_queue_slot = false
   FROM chosen
   WHERE j.id = chosen.id
   RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.priority,

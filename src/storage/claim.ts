@@ -17,7 +17,8 @@ export const CLAIMED_TIMES = `(extract(epoch FROM j.lease_expires_at) * 1000)::f
  * no transaction outlives this statement.
  * ORDER BY is a preference, not a promise: a claimer skips rows locked by a peer.
  * A paused queue yields nothing, and so does a queue with a per-key concurrency limit (its claims
- * go through JobClaimManyLimited, see claim-limited.ts): the NOT EXISTS depends only on $1, so
+ * go through JobClaimManyLimited, see claim-limited.ts) or a rate or concurrency limit (through
+ * JobClaimManyThrottled, see claim-throttled.ts): the NOT EXISTS depends only on $1, so
  * PostgreSQL evaluates it once per statement (a primary-key probe of queues) before touching jobs.
  * Jobs waiting behind the head of their ordering key are outside jobs_claimable_idx
  * (awaits_predecessor), so ordering keys cost the plain claim nothing. The claim is the attempt's
@@ -41,7 +42,10 @@ export const JobClaimMany = defineStatement(
       AND available_at <= now()
       AND available_at >= $6::timestamptz
       AND NOT EXISTS (
-        SELECT 1 FROM ${s}.queues WHERE name = $1 AND (paused OR concurrency_limit_per_key IS NOT NULL))
+        SELECT 1 FROM ${s}.queues
+        WHERE name = $1
+          AND (paused OR concurrency_limit_per_key IS NOT NULL OR rate_limit_max IS NOT NULL
+               OR concurrency_limit IS NOT NULL))
     ORDER BY priority DESC, available_at, id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
@@ -55,8 +59,10 @@ export const JobClaimMany = defineStatement(
       lease_expires_at = now() + $4::double precision * interval '1 millisecond',
       claimed_at = now(),
       lease_extensions = 0,
-      -- This run takes no per-key slot (a retried job may carry the flag from a limited claim).
-      holds_key_slot = false
+      -- This run takes no per-key slot and no queue slot (a retried job may carry the flags from a
+      -- limited claim).
+      holds_key_slot = false,
+      holds_queue_slot = false
   WHERE j.id = ANY (ARRAY(SELECT id FROM candidate))
   RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.priority,
             ${CLAIMED_TIMES}`,

@@ -4,28 +4,45 @@ import { defineStatement, type Queryable, run } from './db.js';
  * QueueConfigure: creates or updates one queue's settings row. Each setting changes only when its
  * flag is true, so a call names just what it changes; a null value clears a setting back to its
  * default. Takes the queues row lock (primary key). A pause takes effect at the next claim
- * statement, which checks it; running jobs are not touched.
+ * statement, which checks it; running jobs are not touched. A queue given a rate or concurrency
+ * limit also gets its rate_limits row (the row its claims lock), in the same statement.
  */
 const QueueConfigure = defineStatement(
   'configure_queue',
   (s) => `
-  INSERT INTO ${s}.queues AS q (name, owner, dead_retention_ms, succeeded_retention_ms, paused,
-                                concurrency_limit_per_key, aging_interval_ms, aging_max_boost)
-  VALUES ($1, $3, $5, $7, coalesce($9, false), $11, $13, $15)
-  ON CONFLICT (name) DO UPDATE
-    SET owner = CASE WHEN $2 THEN excluded.owner ELSE q.owner END,
-        concurrency_limit_per_key = CASE WHEN $10 THEN excluded.concurrency_limit_per_key
-                                         ELSE q.concurrency_limit_per_key END,
-        aging_interval_ms = CASE WHEN $12 THEN excluded.aging_interval_ms ELSE q.aging_interval_ms END,
-        aging_max_boost = CASE WHEN $14 THEN excluded.aging_max_boost ELSE q.aging_max_boost END,
-        dead_retention_ms = CASE WHEN $4 THEN excluded.dead_retention_ms ELSE q.dead_retention_ms END,
-        succeeded_retention_ms = CASE WHEN $6 THEN excluded.succeeded_retention_ms
-                                      ELSE q.succeeded_retention_ms END,
-        paused = CASE WHEN $8 THEN excluded.paused ELSE q.paused END,
-        updated_at = now()
-  RETURNING name, owner, dead_retention_ms::float8 AS dead_retention_ms,
-            succeeded_retention_ms::float8 AS succeeded_retention_ms, paused, updated_at,
-            concurrency_limit_per_key, aging_interval_ms::float8 AS aging_interval_ms, aging_max_boost`,
+  WITH configured AS (
+    INSERT INTO ${s}.queues AS q (name, owner, dead_retention_ms, succeeded_retention_ms, paused,
+                                  concurrency_limit_per_key, aging_interval_ms, aging_max_boost,
+                                  rate_limit_max, rate_limit_per_ms, rate_limit_per_key, concurrency_limit)
+    VALUES ($1, $3, $5, $7, coalesce($9, false), $11, $13, $15, $17, $18, coalesce($19, false), $21)
+    ON CONFLICT (name) DO UPDATE
+      SET owner = CASE WHEN $2 THEN excluded.owner ELSE q.owner END,
+          concurrency_limit_per_key = CASE WHEN $10 THEN excluded.concurrency_limit_per_key
+                                           ELSE q.concurrency_limit_per_key END,
+          aging_interval_ms = CASE WHEN $12 THEN excluded.aging_interval_ms ELSE q.aging_interval_ms END,
+          aging_max_boost = CASE WHEN $14 THEN excluded.aging_max_boost ELSE q.aging_max_boost END,
+          dead_retention_ms = CASE WHEN $4 THEN excluded.dead_retention_ms ELSE q.dead_retention_ms END,
+          succeeded_retention_ms = CASE WHEN $6 THEN excluded.succeeded_retention_ms
+                                        ELSE q.succeeded_retention_ms END,
+          paused = CASE WHEN $8 THEN excluded.paused ELSE q.paused END,
+          rate_limit_max = CASE WHEN $16 THEN excluded.rate_limit_max ELSE q.rate_limit_max END,
+          rate_limit_per_ms = CASE WHEN $16 THEN excluded.rate_limit_per_ms ELSE q.rate_limit_per_ms END,
+          rate_limit_per_key = CASE WHEN $16 THEN excluded.rate_limit_per_key ELSE q.rate_limit_per_key END,
+          concurrency_limit = CASE WHEN $20 THEN excluded.concurrency_limit ELSE q.concurrency_limit END,
+          updated_at = now()
+    RETURNING name, owner, dead_retention_ms::float8 AS dead_retention_ms,
+              succeeded_retention_ms::float8 AS succeeded_retention_ms, paused, updated_at,
+              concurrency_limit_per_key, aging_interval_ms::float8 AS aging_interval_ms, aging_max_boost,
+              rate_limit_max, rate_limit_per_ms, rate_limit_per_key, concurrency_limit
+  ),
+  -- A limited queue's limiter row, which its claims lock (see claim-throttled.ts); kept when the
+  -- limits are cleared, so its throttled counters survive a reconfiguration.
+  limiter AS (
+    INSERT INTO ${s}.rate_limits (queue_name)
+    SELECT name FROM configured WHERE rate_limit_max IS NOT NULL OR concurrency_limit IS NOT NULL
+    ON CONFLICT (queue_name) DO NOTHING
+  )
+  SELECT * FROM configured`,
 );
 
 /**
@@ -75,6 +92,10 @@ export interface QueueRow {
   concurrency_limit_per_key: number | null;
   aging_interval_ms: number | null;
   aging_max_boost: number | null;
+  rate_limit_max: number | null;
+  rate_limit_per_ms: number | null;
+  rate_limit_per_key: boolean;
+  concurrency_limit: number | null;
 }
 
 /** What to change; `undefined` leaves a setting as it is, `null` clears it. */
@@ -86,7 +107,13 @@ export interface QueueChanges {
   concurrencyLimitPerKey?: number | null;
   agingIntervalMs?: number | null;
   agingMaxBoost?: number | null;
+  /** A rate limit replaces the stored one whole (all three columns); null clears it. */
+  rateLimit?: { max: number; perMs: number; perKey: boolean } | null;
+  concurrencyLimit?: number | null;
 }
+
+/** The constraint that keeps a per-key concurrency limit apart from rate and concurrency limits. */
+export const ONE_LIMITED_CLAIM_CONSTRAINT = 'queues_one_limited_claim';
 
 /** Creates or updates a queue's settings; returns the row. */
 export async function configureQueue(
@@ -111,6 +138,12 @@ export async function configureQueue(
     changes.agingIntervalMs ?? null,
     changes.agingMaxBoost !== undefined,
     changes.agingMaxBoost ?? null,
+    changes.rateLimit !== undefined,
+    changes.rateLimit?.max ?? null,
+    changes.rateLimit?.perMs ?? null,
+    changes.rateLimit?.perKey ?? null,
+    changes.concurrencyLimit !== undefined,
+    changes.concurrencyLimit ?? null,
   ]);
   return rows[0] as QueueRow;
 }
@@ -137,19 +170,26 @@ export function listQueues(db: Queryable, schema: string, limit: number): Promis
 }
 
 /**
- * QueueClaimSettings: the settings that choose a queue's claim statement (per-key limit) and its
- * aging. Primary-key read of queues; no locks.
+ * QueueClaimSettings: the settings that choose a queue's claim statement (per-key limit, rate and
+ * concurrency limits) and its aging. Primary-key read of queues; no locks.
  */
 const QueueClaimSettings = defineStatement(
   'queue_claim_settings',
   (s) => `
-  SELECT concurrency_limit_per_key, aging_interval_ms IS NOT NULL AS aging FROM ${s}.queues WHERE name = $1`,
+  SELECT concurrency_limit_per_key, aging_interval_ms IS NOT NULL AS aging,
+         rate_limit_max IS NOT NULL OR concurrency_limit IS NOT NULL AS throttled,
+         rate_limit_max IS NOT NULL AND rate_limit_per_key AS per_key_rate
+  FROM ${s}.queues WHERE name = $1`,
 );
 
 /** What a claimer needs to know of a queue: its per-key concurrency limit (null: none), and whether aging is on. */
 export interface QueueClaimSettingsRow {
   limit: number | null;
   aging: boolean;
+  /** A rate or concurrency limit is set: claims go through the throttled statement. */
+  throttled: boolean;
+  /** The rate limit counts per concurrency key. */
+  perKeyRate: boolean;
 }
 
 /** Reads a queue's claim settings (defaults for a queue without a row). */
@@ -158,10 +198,17 @@ export async function readClaimSettings(
   schema: string,
   queue: string,
 ): Promise<QueueClaimSettingsRow> {
-  const rows = await run<{ concurrency_limit_per_key: number | null; aging: boolean }>(
-    db,
-    QueueClaimSettings(schema),
-    [queue],
-  );
-  return { limit: rows[0]?.concurrency_limit_per_key ?? null, aging: rows[0]?.aging ?? false };
+  const rows = await run<{
+    concurrency_limit_per_key: number | null;
+    aging: boolean;
+    throttled: boolean;
+    per_key_rate: boolean;
+  }>(db, QueueClaimSettings(schema), [queue]);
+  const row = rows[0];
+  return {
+    limit: row?.concurrency_limit_per_key ?? null,
+    aging: row?.aging ?? false,
+    throttled: row?.throttled ?? false,
+    perKeyRate: row?.per_key_rate ?? false,
+  };
 }

@@ -47,6 +47,7 @@ describe('README examples', () => {
       'transactional-complete',
       'schedules',
       'worker-options',
+      'rate-limits',
     ]);
   });
 
@@ -71,6 +72,7 @@ describe('README examples', () => {
       'worker-options': /completed[\s\S]*dead|dead[\s\S]*completed/,
       schedules:
         /job \d+ made by heartbeat for tick \S+Z\nheartbeat \* \* \* \* \* \* UTC next \S+ last \S+Z\nnightly-report 30 2 \* \* \* Europe\/Berlin next \S+ last never\n/,
+      'rate-limits': /sent 6; limits 3\/500 ms, 2 at once\nthrottled: true, waited at least one window: true/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);
   });
