@@ -1,6 +1,6 @@
 import { traceClaim } from '../observability/tracing.js';
 import type { ClaimedRow } from '../storage/claim.js';
-import { ClaimRouter } from './claim-router.js';
+import { ClaimRouter, type Throttle } from './claim-router.js';
 import type { IdleRun } from './idle-run.js';
 import type { ResolvedQueue } from './options.js';
 import type { ClaimSizing } from './queue-runner.js';
@@ -58,6 +58,11 @@ export class WorkerClaims {
   /** True when the queue's last claim came back short from a floor (see claim-floor.ts). */
   frontClaimDue(queue: string): boolean {
     return this.#router.frontClaimDue(queue);
+  }
+
+  /** The queue's throttle after its last claim: when a limited queue may claim again, else null. */
+  throttled(queue: string): Throttle | null {
+    return this.#router.throttled(queue);
   }
 
   /** The enqueue span's context of a claimed job, read at claim time while tracing; used once. */
