@@ -86,7 +86,7 @@ export async function enqueueDeduped(
   job: NewJob,
   dedupe: Dedupe,
 ): Promise<EnqueueResult> {
-  const [row] = await runUntilSettled(context, db, queue, [deduped(job, dedupe, 0)]);
+  const [row] = await runUntilSettled(context, db, queue, [deduped(job, dedupe, 0)], 'options.orderingKey');
   const { id, outcome, cancelledId } = row as DedupedRow;
   const result: EnqueueResult = { id: id as string, created: outcome !== 'collapsed' };
   if (cancelledId !== null) result.cancelledJobId = cancelledId;
@@ -140,6 +140,7 @@ export async function enqueueManyDeduped(
       db,
       queue,
       representatives.map((r) => r.job),
+      'items',
     );
   const rows = client ? await settle(client) : await inWriteTransaction(context.pool, settle);
   const byIndex = new Map(representatives.map((r, i) => [r.index, rows[i] as DedupedRow]));
@@ -165,6 +166,7 @@ async function runUntilSettled(
   db: Queryable,
   queue: string,
   jobs: readonly NewDedupedJob[],
+  orderingField: string,
 ): Promise<DedupedRow[]> {
   const answers: (DedupedRow | undefined)[] = jobs.map(() => undefined);
   let pending = jobs.map((_, index) => index);
@@ -181,6 +183,7 @@ async function runUntilSettled(
       context.schema,
       queue,
       pending.map((index) => jobs[index] as NewDedupedJob),
+      orderingField,
     );
     const stale: number[] = [];
     rows.forEach((row, i) => {
@@ -198,6 +201,7 @@ async function insertOrExplain(
   schema: string,
   queue: string,
   jobs: readonly NewDedupedJob[],
+  orderingField: string,
 ): Promise<DedupedRow[]> {
   try {
     return await insertDedupedJobs(db, schema, queue, jobs);
@@ -205,8 +209,8 @@ async function insertOrExplain(
     const constraint = (err as { cause?: { constraint?: unknown } }).cause?.constraint;
     if (isLeaseholdError(err, 'DATABASE') && constraint === ORDERING_MISMATCH) {
       throw new ValidationError(
-        'orderingKey',
-        'differs from the ordering key of the pending or running job its dedupe key names; a dedupe key must keep one ordering key (nothing was written)',
+        orderingField,
+        `${orderingField === 'items' ? 'hold an orderingKey that differs' : 'differs'} from the ordering key of the pending or running job its dedupe key names; a dedupe key must keep one ordering key (nothing was written)`,
       );
     }
     throw err;
