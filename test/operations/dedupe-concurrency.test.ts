@@ -22,6 +22,12 @@ async function lastWriters(pool: pg.Pool, schema: string, jobId: string) {
   return rows[0] as { job: string; event: string };
 }
 
+// Opens every connection of the client's pool first, so that the callers' statements really
+// overlap (a statement that began before another's commit answers `stale` and is run again).
+async function warm(lh: Leasehold, connections: number): Promise<void> {
+  await Promise.all(Array.from({ length: connections }, () => lh.pool.query('SELECT pg_sleep(0.05)')));
+}
+
 async function transactionClients(n: number): Promise<pg.Client[]> {
   return Promise.all(
     Array.from({ length: n }, async () => {
@@ -37,6 +43,7 @@ describe('dedupe under 100 concurrent callers with one key', () => {
     it(`${dedupe.mode}: exactly one job, every caller gets its id, each collapsed enqueue recorded once`, async () => {
       const lh = await migratedClient({ poolSize: 25 });
       const pool = testPool();
+      await warm(lh, 25);
       const results = await Promise.all(
         Array.from({ length: 100 }, (_, caller) => lh.enqueue('race', { caller }, { dedupe })),
       );
@@ -65,6 +72,7 @@ describe('dedupe under 100 concurrent callers with one key', () => {
     const pool = testPool();
     const old = await lh.enqueue('race', { caller: -1 }, { dedupe: { key: 'k', mode: 'replace' } });
     const [lease] = await lh.claim({ queue: 'race', owner: 'old' });
+    await warm(lh, 25);
     const results = await Promise.all(
       Array.from({ length: 100 }, (_, caller) =>
         lh.enqueue('race', { caller }, { dedupe: { key: 'k', mode: 'replace' } }),
@@ -84,6 +92,7 @@ describe('dedupe under 100 concurrent callers with one key', () => {
     const old = await lh.enqueue('race', { caller: -1 }, { dedupe });
     const [lease] = await lh.claim({ queue: 'race', owner: 'w' });
     expect(lease?.jobId).toBe(old.id);
+    await warm(lh, 25);
     const results = await Promise.all(
       Array.from({ length: 100 }, (_, caller) => lh.enqueue('race', { caller }, { dedupe })),
     );
@@ -105,7 +114,8 @@ describe('dedupe inside callers’ transactions', () => {
       try {
         await Promise.all(clients.map((client) => client.query('BEGIN')));
         // Each enqueue waits for the key until the transaction holding it ends; commit them in the
-        // order they get through, and remember the last.
+        // order they get through, and remember the last. The first to go through a new key
+        // commits after the others' statements began: they answer `stale` and are run again.
         const waiting = new Map(
           clients.map((client, i) => [i, lh.enqueue('tx', { from: i }, { client, dedupe }).then(() => i)]),
         );
