@@ -4,6 +4,7 @@ import { defineTask, type EnqueueOptions, ValidationError } from '../../src/inde
 import { countByStatus, migratedClient, testPool, waitFor } from '../support/db.js';
 import { databaseNow, dedupeEvents, endDedupeWindows } from '../support/dedupe.js';
 import { rejection } from '../support/hostile.js';
+import { finishedSince } from '../support/job-states.js';
 
 const throttle = (key: string, windowMs = 60_000): EnqueueOptions => ({ dedupe: { key, mode: 'throttle', windowMs } });
 const debounce = (key: string, windowMs = 60_000): EnqueueOptions => ({ dedupe: { key, mode: 'debounce', windowMs } });
@@ -200,6 +201,27 @@ describe('dedupe and the rest of enqueue', () => {
       { payload: { user: 'bob' }, dedupe: { key: 'bob', mode: 'throttle', windowMs: 1000 } },
     ]);
     expect(many.ids[0]).toBe(many.ids[1]);
+  });
+
+  it("retention removes a pruned job's dedupe key, but keeps an open throttle window", async () => {
+    const lh = await migratedClient();
+    const pool = testPool();
+    for (const dedupe of [debounce('d', 1), throttle('t'), throttle('t-ended')]) {
+      await lh.enqueue('kept', {}, dedupe);
+      const [lease] = await waitFor(async () => {
+        const leases = await lh.claim({ queue: 'kept', owner: 'w' });
+        return leases.length > 0 ? leases : null;
+      });
+      expect(await lh.complete(lease!)).toBe(true);
+    }
+    await endDedupeWindows(pool, lh.schema, ['t-ended']);
+    await finishedSince(pool, lh.schema, 7_200_000, { succeeded: true });
+    expect(await lh.prune()).toMatchObject({ succeeded: 3 });
+    const { rows } = await pool.query(`SELECT dedupe_key FROM "${lh.schema}".dedupe_keys`);
+    expect(rows).toEqual([{ dedupe_key: 't' }]);
+    // The open window still holds: the pruned job's id comes back, no second job.
+    expect((await lh.enqueue('kept', {}, throttle('t'))).created).toBe(false);
+    expect((await lh.enqueue('kept', {}, debounce('d', 60_000))).created).toBe(true);
   });
 
   it('plain enqueues write no dedupe key and no dedupe event', async () => {
