@@ -6,8 +6,8 @@ import type { NewJob } from '../storage/enqueue.js';
 import {
   type DedupedRow,
   type DedupeMode,
-  inWriteTransaction,
   insertDedupedJobs,
+  inWriteTransaction,
   type NewDedupedJob,
 } from '../storage/enqueue-dedupe.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
@@ -59,7 +59,8 @@ export function parseDedupe(
       throw new ValidationError(`${field}.windowMs`, 'is not used by mode replace; leave it out');
     }
   } else {
-    if (given.windowMs === undefined) throw new ValidationError(`${field}.windowMs`, `is required by mode ${mode}`);
+    if (given.windowMs === undefined)
+      throw new ValidationError(`${field}.windowMs`, `is required by mode ${mode}`);
     windowMs = assertInt(given.windowMs, `${field}.windowMs`, 1, MAX_DEDUPE_WINDOW_MS);
   }
   const parent = field.slice(0, field.lastIndexOf('.'));
@@ -132,7 +133,9 @@ export async function enqueueManyDeduped(
     folded[survivor] = group.length - 1;
   }
   const representatives = jobs.flatMap((job, index) =>
-    standsFor[index] === index ? [{ index, job: deduped(job, dedupes[index] ?? null, folded[index] as number) }] : [],
+    standsFor[index] === index
+      ? [{ index, job: deduped(job, dedupes[index] ?? null, folded[index] as number) }]
+      : [],
   );
   const settle = (db: Queryable) =>
     runUntilSettled(

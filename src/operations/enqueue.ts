@@ -9,7 +9,6 @@ import { insertJob, insertJobs, type NewJob } from '../storage/enqueue.js';
 import { insertKeyedJob } from '../storage/enqueue-keyed.js';
 import { insertOrderedJobs } from '../storage/enqueue-ordered.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
-import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
 import {
   assertQueueName,
   MAX_ENQUEUE_MANY,
@@ -20,10 +19,16 @@ import {
   scheduleFromOptions,
   serialisePayload,
 } from '../validation.js';
+import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
 
 const PRIORITY_LIMIT = 1_000_000;
 const JOB_FIELDS = ['priority', 'runAt', 'delayMs', 'maxAttempts', 'orderingKey', 'concurrencyKey'] as const;
-const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = [...JOB_FIELDS, 'client', 'idempotencyKey', 'dedupe'];
+const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = [
+  ...JOB_FIELDS,
+  'client',
+  'idempotencyKey',
+  'dedupe',
+];
 const ENQUEUE_ITEM: readonly (keyof EnqueueItem)[] = ['payload', ...JOB_FIELDS, 'dedupe'];
 
 /** `lh.enqueue`: one job, joining the caller's transaction with `client`, deduplicated with `idempotencyKey`. */

@@ -109,7 +109,8 @@ describe('dedupe inside callers’ transactions', () => {
     it(`${mode}: of ten transactions on one key, the last to commit leaves its payload`, async () => {
       const lh = await migratedClient();
       const pool = testPool();
-      const dedupe: DedupeOptions = mode === 'replace' ? { key: 'k', mode } : { key: 'k', mode, windowMs: 60_000 };
+      const dedupe: DedupeOptions =
+        mode === 'replace' ? { key: 'k', mode } : { key: 'k', mode, windowMs: 60_000 };
       const clients = await transactionClients(10);
       try {
         await Promise.all(clients.map((client) => client.query('BEGIN')));
@@ -139,7 +140,11 @@ describe('dedupe inside callers’ transactions', () => {
     const pool = testPool();
     const [client] = await transactionClients(1);
     try {
-      const debounced = await lh.enqueue('tx', { v: 1 }, { dedupe: { key: 'd', mode: 'debounce', windowMs: 60_000 } });
+      const debounced = await lh.enqueue(
+        'tx',
+        { v: 1 },
+        { dedupe: { key: 'd', mode: 'debounce', windowMs: 60_000 } },
+      );
       const before = await lh.getJob(debounced.id);
       await client!.query('BEGIN');
       await lh.enqueue('tx', { v: 2 }, { client, dedupe: { key: 'd', mode: 'debounce', windowMs: 1 } });
@@ -147,10 +152,16 @@ describe('dedupe inside callers’ transactions', () => {
       expect(await lh.getJob(debounced.id)).toEqual(before);
 
       await client!.query('BEGIN');
-      const throttled = await lh.enqueue('tx', {}, { client, dedupe: { key: 't', mode: 'throttle', windowMs: 60_000 } });
+      const throttled = await lh.enqueue(
+        'tx',
+        {},
+        { client, dedupe: { key: 't', mode: 'throttle', windowMs: 60_000 } },
+      );
       await client!.query('ROLLBACK');
       expect(await lh.getJob(throttled.id)).toBeNull();
-      expect((await lh.enqueue('tx', {}, { dedupe: { key: 't', mode: 'throttle', windowMs: 60_000 } })).created).toBe(true);
+      expect(
+        (await lh.enqueue('tx', {}, { dedupe: { key: 't', mode: 'throttle', windowMs: 60_000 } })).created,
+      ).toBe(true);
 
       const old = await lh.enqueue('runs', { v: 1 }, { dedupe: { key: 'r', mode: 'replace' } });
       const [lease] = await lh.claim({ queue: 'runs', owner: 'w' });
@@ -253,7 +264,10 @@ describe('dedupe with ordering keys', () => {
     const head = await lh.enqueue('o', 'head', { orderingKey: 'acct' });
     const dedupe: DedupeOptions = { key: 'd', mode: 'debounce', windowMs: 1 };
     const first = await lh.enqueue('o', 'v1', { orderingKey: 'acct', dedupe });
-    expect(await lh.enqueue('o', 'v2', { orderingKey: 'acct', dedupe })).toEqual({ id: first.id, created: false });
+    expect(await lh.enqueue('o', 'v2', { orderingKey: 'acct', dedupe })).toEqual({
+      id: first.id,
+      created: false,
+    });
     expect(await orderingRow(lh, pool, 'acct')).toEqual({ head_id: head.id, waiting: 1 });
     const [headLease] = await lh.claim({ queue: 'o', owner: 'w', limit: 10 });
     expect(headLease?.jobId).toBe(head.id);

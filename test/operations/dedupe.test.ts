@@ -6,8 +6,12 @@ import { databaseNow, dedupeEvents, endDedupeWindows } from '../support/dedupe.j
 import { rejection } from '../support/hostile.js';
 import { finishedSince } from '../support/job-states.js';
 
-const throttle = (key: string, windowMs = 60_000): EnqueueOptions => ({ dedupe: { key, mode: 'throttle', windowMs } });
-const debounce = (key: string, windowMs = 60_000): EnqueueOptions => ({ dedupe: { key, mode: 'debounce', windowMs } });
+const throttle = (key: string, windowMs = 60_000): EnqueueOptions => ({
+  dedupe: { key, mode: 'throttle', windowMs },
+});
+const debounce = (key: string, windowMs = 60_000): EnqueueOptions => ({
+  dedupe: { key, mode: 'debounce', windowMs },
+});
 const replace = (key: string): EnqueueOptions => ({ dedupe: { key, mode: 'replace' } });
 
 describe('dedupe mode throttle', () => {
@@ -28,7 +32,11 @@ describe('dedupe mode throttle', () => {
     expect(await countByStatus(pool, lh.schema)).toEqual({ pending: 2, succeeded: 1 });
     // Each collapsed enqueue is recorded on the surviving job, which is otherwise untouched.
     expect(await dedupeEvents(pool, lh.schema)).toEqual(
-      [1, 2, 3].map(() => ({ jobId: first.id, statusAfter: null, detail: { mode: 'throttle', key: 'user-7' } })),
+      [1, 2, 3].map(() => ({
+        jobId: first.id,
+        statusAfter: null,
+        detail: { mode: 'throttle', key: 'user-7' },
+      })),
     );
     const history = await lh.getJob(first.id, { history: true });
     expect(history!.history.filter((e) => e.kind === 'deduplicated')).toHaveLength(3);
@@ -191,9 +199,20 @@ describe('dedupe mode replace', () => {
 describe('dedupe and the rest of enqueue', () => {
   it('typed tasks take dedupe too', async () => {
     const lh = await migratedClient();
-    const notify = defineTask('notify-user', { schema: z.object({ user: z.string() }), handler: async () => {} });
-    const first = await lh.enqueue(notify, { user: 'ada' }, { dedupe: { key: 'ada', mode: 'debounce', windowMs: 1000 } });
-    const again = await lh.enqueue(notify, { user: 'ada!' }, { dedupe: { key: 'ada', mode: 'debounce', windowMs: 1000 } });
+    const notify = defineTask('notify-user', {
+      schema: z.object({ user: z.string() }),
+      handler: async () => {},
+    });
+    const first = await lh.enqueue(
+      notify,
+      { user: 'ada' },
+      { dedupe: { key: 'ada', mode: 'debounce', windowMs: 1000 } },
+    );
+    const again = await lh.enqueue(
+      notify,
+      { user: 'ada!' },
+      { dedupe: { key: 'ada', mode: 'debounce', windowMs: 1000 } },
+    );
     expect(again).toEqual({ id: first.id, created: false });
     expect((await lh.getJob(first.id))?.payload).toEqual({ user: 'ada!' });
     const many = await lh.enqueueMany(notify, [
@@ -254,7 +273,10 @@ describe('dedupe and the rest of enqueue', () => {
       [{ dedupe: { key: 'k', mode: 'replace', windowMs: 10 } }, 'options.dedupe.windowMs'],
       [{ dedupe: { key: 'k', mode: 'debounce', windowMs: 10 }, delayMs: 5 }, 'options.delayMs'],
       [{ dedupe: { key: 'k', mode: 'debounce', windowMs: 10 }, runAt: new Date() }, 'options.runAt'],
-      [{ dedupe: { key: 'k', mode: 'throttle', windowMs: 10 }, idempotencyKey: 'k' }, 'options.idempotencyKey'],
+      [
+        { dedupe: { key: 'k', mode: 'throttle', windowMs: 10 }, idempotencyKey: 'k' },
+        'options.idempotencyKey',
+      ],
       [{ dedupe: { key: 'k', mode: 'throttle', windowMs: 10, widowMs: 3 } }, 'options.dedupe.widowMs'],
     ];
     for (const [options, field] of cases) {
