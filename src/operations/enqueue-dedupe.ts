@@ -145,12 +145,32 @@ export async function enqueueManyDeduped(
       representatives.map((r) => r.job),
       'items',
     );
-  const rows = client ? await settle(client) : await inWriteTransaction(context.pool, settle);
+  const rows = client ? await settle(client) : await inOwnTransaction(context, settle);
   const byIndex = new Map(representatives.map((r, i) => [r.index, rows[i] as DedupedRow]));
   return {
     ids: standsFor.map((rep) => byIndex.get(rep)?.id as string),
     created: standsFor.map((rep, index) => rep === index && byIndex.get(rep)?.outcome !== 'collapsed'),
   };
+}
+
+// Two batches whose keys overlap, each seeing a different set of them committed, can wait on each
+// other's key rows; PostgreSQL then aborts one (deadlock_detected). Ours runs again, whole: its
+// transaction rolled back, so nothing of it is left.
+const DEADLOCK = '40P01';
+const MAX_BATCH_TRANSACTIONS = 3;
+
+async function inOwnTransaction<T>(
+  context: LeaseholdContext,
+  use: (db: Queryable) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await inWriteTransaction(context.pool, use);
+    } catch (err) {
+      if (attempt >= MAX_BATCH_TRANSACTIONS || (err as { sqlState?: unknown }).sqlState !== DEADLOCK)
+        throw err;
+    }
+  }
 }
 
 function deduped(job: NewJob, dedupe: Dedupe | null, folded: number): NewDedupedJob {

@@ -52,11 +52,15 @@ const OUTCOME = `(CASE
  * JobInsertDeduped: (nothing) -> pending, or a pending job's payload (and run time) rewritten, or
  * running -> cancelled plus (nothing) -> pending, for a batch of queue $1 where items carry a
  * dedupe key (at most one item per key: the client folds duplicates first).
- * 1. `items` draws an id per item. `seen` reads the items' key rows (snapshot); `target` locks the
- *    jobs they name (debounce and replace only), in id order, FOR UPDATE.
+ * 1. `items` draws an id per item. `seen` reads the items' key rows as the snapshot saw them;
+ *    `held` locks the same rows (FOR UPDATE, in key order: the latest committed versions); `target`
+ *    then locks the pending or running jobs they name (debounce and replace only, and only where
+ *    the key still names what the snapshot saw), in id order. Keys before jobs, always: a stale
+ *    run inside a transaction keeps its key row locked, and a claim or cancel locks a job without
+ *    ever waiting for a key, so no cycle forms. Each step is forced to finish before the next
+ *    starts by an uncorrelated count of the previous one (an InitPlan, or the upsert's input).
  * 2. `keys` upserts each key row in key order (ON CONFLICT DO UPDATE waits for a concurrent
- *    enqueue of the key and then reads the row it committed), after `target` (its input counts
- *    target's rows, so every statement locks jobs before keys and two cannot deadlock). The row's
+ *    enqueue of a key this snapshot did not see and then reads the row it committed). The row's
  *    `outcome` says what happens; on `created` or `replaced` it names the item's new job.
  * 3. Collapsed items rewrite the surviving job (debounce: payload, available_at = now() + window;
  *    replace: payload and the item's run time; throttle: nothing) and append `deduplicated`
@@ -87,11 +91,21 @@ const JobInsertDeduped = defineStatement(
     FROM ${s}.dedupe_keys AS d
     WHERE d.queue_name = $1 AND d.dedupe_key IN (SELECT dedupe_key FROM items WHERE dedupe_key IS NOT NULL)
   ),
+  held AS MATERIALIZED (
+    SELECT d.dedupe_key, d.job_id
+    FROM ${s}.dedupe_keys AS d
+    WHERE d.queue_name = $1 AND d.dedupe_key IN (SELECT dedupe_key FROM items WHERE dedupe_key IS NOT NULL)
+    ORDER BY d.dedupe_key
+    FOR UPDATE OF d
+  ),
   target AS MATERIALIZED (
     SELECT j.id, j.status::text AS status, j.ordering_key, j.concurrency_key, j.holds_key_slot,
            j.lease_owner, j.lease_token, j.lease_claim_id, j.claimed_at, j.lease_extensions, j.attempt_count
     FROM ${s}.jobs AS j
-    WHERE j.id IN (SELECT seen.job_id FROM seen JOIN items AS i USING (dedupe_key) WHERE i.mode <> 'throttle')
+    WHERE (SELECT count(*) FROM held) >= 0
+      AND j.id IN (SELECT held.job_id FROM held JOIN seen USING (dedupe_key, job_id)
+                   JOIN items AS i USING (dedupe_key) WHERE i.mode <> 'throttle')
+      AND j.status IN ('pending', 'running')
     ORDER BY j.id
     FOR UPDATE OF j
   ),
