@@ -86,8 +86,19 @@ export async function enqueueDeduped(
   queue: string,
   job: NewJob,
   dedupe: Dedupe,
+  inCallerTransaction: boolean,
 ): Promise<EnqueueResult> {
-  const [row] = await runUntilSettled(context, db, queue, [deduped(job, dedupe, 0)], 'options.orderingKey');
+  // Autocommit: wake-ups coalesced like plain enqueues' (see src/wakeup-coalescer.ts).
+  const notify = inCallerTransaction || context.wakeups.notifyInline(queue);
+  const [row] = await runUntilSettled(
+    context,
+    db,
+    queue,
+    [deduped(job, dedupe, 0)],
+    'options.orderingKey',
+    notify,
+  );
+  if (!notify) context.wakeups.quietInsertCommitted(queue);
   const { id, outcome, cancelledId } = row as DedupedRow;
   const result: EnqueueResult = { id: id as string, created: outcome !== 'collapsed' };
   if (cancelledId !== null) result.cancelledJobId = cancelledId;
@@ -190,6 +201,7 @@ async function runUntilSettled(
   queue: string,
   jobs: readonly NewDedupedJob[],
   orderingField: string,
+  notify = true,
 ): Promise<DedupedRow[]> {
   const answers: (DedupedRow | undefined)[] = jobs.map(() => undefined);
   let pending = jobs.map((_, index) => index);
@@ -207,6 +219,7 @@ async function runUntilSettled(
       queue,
       pending.map((index) => jobs[index] as NewDedupedJob),
       orderingField,
+      notify,
     );
     const stale: number[] = [];
     rows.forEach((row, i) => {
@@ -225,9 +238,10 @@ async function insertOrExplain(
   queue: string,
   jobs: readonly NewDedupedJob[],
   orderingField: string,
+  notify: boolean,
 ): Promise<DedupedRow[]> {
   try {
-    return await insertDedupedJobs(db, schema, queue, jobs);
+    return await insertDedupedJobs(db, schema, queue, jobs, { notify });
   } catch (err) {
     const constraint = (err as { cause?: { constraint?: unknown } }).cause?.constraint;
     if (isLeaseholdError(err, 'DATABASE') && constraint === ORDERING_MISMATCH) {

@@ -58,7 +58,7 @@ async function enqueueOne(
   const job = newJob(context, { ...options, payload }, 'options');
   const db = connectionFor(context, options.client);
   const dedupe = parseDedupe(options.dedupe, 'options.dedupe', options);
-  if (dedupe !== null) return enqueueDeduped(context, db, queue, job, dedupe);
+  if (dedupe !== null) return enqueueDeduped(context, db, queue, job, dedupe, options.client !== undefined);
   if (options.idempotencyKey !== undefined) {
     const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', 200) as string;
     if (job.orderingKey !== null) {

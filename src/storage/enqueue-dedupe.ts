@@ -69,8 +69,9 @@ const OUTCOME = `(CASE
  * 4. New jobs are inserted as enqueue-ordered.ts does, with one difference: the job that replaces
  *    its key's running head takes that head's place (the key's row moves its head to it), so a
  *    replacement keeps its place in line and needs no hand-over.
- * Returns, per item in input order, the job id the item resolved to and its outcome. Notifies
- * listeners of the queue on commit when a job was inserted or rewritten. Jobs: primary-key
+ * Returns, per item in input order, the job id the item resolved to and its outcome. With $14,
+ * notifies listeners of the queue on commit when a job was inserted or rewritten (without: an
+ * autocommit enqueue whose wake-up the coalescer sends, as JobInsertQuiet). Jobs: primary-key
  * lookups; keys: dedupe_keys' and ordering_keys' primary keys.
  */
 const JobInsertDeduped = defineStatement(
@@ -224,7 +225,8 @@ const JobInsertDeduped = defineStatement(
   SELECT CASE WHEN o.outcome = 'stale' THEN NULL ELSE o.job_id::text END AS id, o.outcome,
          CASE WHEN o.outcome = 'replaced' THEN o.old_id::text END AS cancelled_id,
          (SELECT count(pg_notify($7, $1))
-          FROM (SELECT id FROM inserted UNION ALL SELECT id FROM rewritten LIMIT 1) AS changed) AS notified
+          FROM (SELECT id FROM inserted UNION ALL SELECT id FROM rewritten LIMIT 1) AS changed
+          WHERE $14::boolean) AS notified
   FROM outcomes AS o
   ORDER BY o.ord`,
 );
@@ -239,12 +241,14 @@ export interface DedupedRow {
 /**
  * Runs JobInsertDeduped for `jobs` of `queue` (each key at most once); answers in input order.
  * Items answered `stale` wrote nothing and must be run again (a new statement sees the commit).
+ * `notify: false` leaves the wake-up to the caller.
  */
 export async function insertDedupedJobs(
   db: Queryable,
   schema: string,
   queue: string,
   jobs: readonly NewDedupedJob[],
+  { notify = true }: { notify?: boolean } = {},
 ): Promise<DedupedRow[]> {
   const rows = await run<{ id: string | null; outcome: DedupeOutcome; cancelled_id: string | null }>(
     db,
@@ -259,6 +263,7 @@ export async function insertDedupedJobs(
       jobs.map((job) => job.mode),
       jobs.map((job) => job.windowMs),
       jobs.map((job) => job.folded),
+      notify,
     ],
   );
   return rows.map((row) => ({ id: row.id, outcome: row.outcome, cancelledId: row.cancelled_id }));

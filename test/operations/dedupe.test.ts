@@ -1,10 +1,19 @@
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTask, type EnqueueOptions, ValidationError } from '../../src/index.js';
-import { countByStatus, migratedClient, testPool, waitFor } from '../support/db.js';
+import {
+  countByStatus,
+  databaseUrl,
+  listenOptions,
+  migratedClient,
+  testPool,
+  waitFor,
+} from '../support/db.js';
 import { databaseNow, dedupeEvents, endDedupeWindows } from '../support/dedupe.js';
 import { rejection } from '../support/hostile.js';
 import { finishedSince } from '../support/job-states.js';
+import { started } from '../support/worker.js';
 
 const throttle = (key: string, windowMs = 60_000): EnqueueOptions => ({
   dedupe: { key, mode: 'throttle', windowMs },
@@ -241,6 +250,42 @@ describe('dedupe and the rest of enqueue', () => {
     // The open window still holds: the pruned job's id comes back, no second job.
     expect((await lh.enqueue('kept', {}, throttle('t'))).created).toBe(false);
     expect((await lh.enqueue('kept', {}, debounce('d', 60_000))).created).toBe(true);
+  });
+
+  it('deduped jobs are announced like plain ones: an idle worker that never polls runs them all', async () => {
+    const lh = await migratedClient(listenOptions());
+    const pool = testPool();
+    const worker = lh.worker({
+      queues: { announced: { concurrency: 8, handler: async () => {} } },
+      pollIntervalMs: 3_600_000,
+      recoveryIntervalMs: 0,
+    });
+    await started(worker);
+    try {
+      await waitFor(() => worker.listenerPid !== null, { what: 'listener' });
+      // Autocommit bursts (wake-ups coalesced), then one inside a caller's transaction.
+      await Promise.all(
+        Array.from({ length: 30 }, (_, i) => lh.enqueue('announced', { i }, replace(`r${i}`))),
+      );
+      await Promise.all(
+        Array.from({ length: 10 }, (_, i) => lh.enqueue('announced', { i }, throttle(`t${i}`))),
+      );
+      const client = new pg.Client({ connectionString: databaseUrl() });
+      await client.connect();
+      try {
+        await client.query('BEGIN');
+        await lh.enqueue('announced', {}, { client, ...replace('in-tx') });
+        await client.query('COMMIT');
+      } finally {
+        await client.end();
+      }
+      await waitFor(async () => (await countByStatus(pool, lh.schema)).succeeded === 41, {
+        timeoutMs: 5000,
+        what: 'every deduped job run on notifications alone',
+      });
+    } finally {
+      await worker.stop();
+    }
   });
 
   it('plain enqueues write no dedupe key and no dedupe event', async () => {
