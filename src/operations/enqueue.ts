@@ -98,7 +98,8 @@ export async function enqueueMany(
       count: Array.isArray(items) ? items.length : 0,
     },
     () => enqueueBatch(context, queue, items, opts),
-    (result) => result.ids,
+    // Items folded by a dedupe key name a job another item (or an earlier enqueue) created.
+    (result) => (result.created ? result.ids.filter((_, i) => result.created?.[i]) : result.ids),
   );
 }
 
