@@ -96,14 +96,40 @@ export interface EnqueueOptions {
   orderingKey?: string;
   /** Counts against the queue's `concurrencyLimitPerKey` (1 to 200 characters). */
   concurrencyKey?: string;
+  /** Throttle, debounce or replace jobs sharing a key (not with `idempotencyKey`): see `DedupeOptions`. */
+  dedupe?: DedupeOptions;
+}
+
+/**
+ * Deduplication of an enqueue by key (per queue; see "Deduplication modes" in docs/api.md):
+ * `throttle` keeps the first job of each window, `debounce` runs one job `windowMs` after the last
+ * enqueue, `replace` rewrites the pending job or cancels the running one and queues anew.
+ */
+export interface DedupeOptions {
+  /** The key (1 to 200 characters), shared by every mode within a queue. */
+  key: string;
+  /** `throttle`, `debounce` or `replace`. */
+  mode: 'throttle' | 'debounce' | 'replace';
+  /** Window in ms, database time (1 ms to 366 days): required by throttle and debounce, refused by replace. */
+  windowMs?: number;
 }
 
 /** What `enqueue` returns. */
 export interface EnqueueResult {
   /** The job's id (the existing job's, when an idempotency key was already taken). */
   id: string;
-  /** False when an idempotency key named an existing job and nothing was inserted. */
+  /** False when an idempotency or dedupe key named an existing job and no job was inserted. */
   created: boolean;
+  /** With `dedupe: { mode: 'replace' }`: the running job this enqueue cancelled and replaced. */
+  cancelledJobId?: string;
+}
+
+/** What `enqueueMany` returns. */
+export interface EnqueueManyResult {
+  /** Job ids in input order (items folded by a dedupe key repeat the surviving job's id). */
+  ids: string[];
+  /** Present when an item had `dedupe`: per item, whether it inserted the job it names. */
+  created?: boolean[];
 }
 
 /** Options of `prune`. */
@@ -130,6 +156,8 @@ export interface EnqueueItem {
   orderingKey?: string;
   /** Per-key concurrency key: see `EnqueueOptions.concurrencyKey`. */
   concurrencyKey?: string;
+  /** Deduplication by key: see `EnqueueOptions.dedupe` (duplicates inside one batch fold first). */
+  dedupe?: DedupeOptions;
 }
 
 /** Options of `claim`. */

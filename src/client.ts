@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type {
   ClaimOptions,
   EnqueueItem,
+  EnqueueManyResult,
   EnqueueOptions,
   EnqueueResult,
   FailOptions,
@@ -151,17 +152,17 @@ export class Leasehold {
     task: T,
     items: readonly TaskItem<T>[],
     options?: { client?: Queryable },
-  ): Promise<{ ids: string[] }>;
+  ): Promise<EnqueueManyResult>;
   enqueueMany(
     queue: string,
     items: readonly EnqueueItem[],
     options?: { client?: Queryable },
-  ): Promise<{ ids: string[] }>;
+  ): Promise<EnqueueManyResult>;
   enqueueMany(
     target: string | AnyTask,
     items: readonly EnqueueItem[],
     options?: { client?: Queryable },
-  ): Promise<{ ids: string[] }> {
+  ): Promise<EnqueueManyResult> {
     return typeof target === 'string'
       ? enqueueMany(this.#context, target, items, options)
       : enqueueTaskMany(this.#context, target, items, options);

@@ -2,7 +2,9 @@ export type { TaskItem } from './client.js';
 export { Leasehold } from './client.js';
 export type {
   ClaimOptions,
+  DedupeOptions,
   EnqueueItem,
+  EnqueueManyResult,
   EnqueueOptions,
   EnqueueResult,
   FailOptions,

@@ -19,7 +19,8 @@ export type JobEventKind =
   | 'replayed'
   | 'cancelled'
   | 'refused'
-  | 'removed';
+  | 'removed'
+  | 'deduplicated';
 
 /** One entry of a job's history. Fields that do not apply to a kind are null. */
 export interface JobEvent {

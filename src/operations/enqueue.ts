@@ -1,4 +1,4 @@
-import type { EnqueueItem, EnqueueOptions, EnqueueResult } from '../client-options.js';
+import type { EnqueueItem, EnqueueManyResult, EnqueueOptions, EnqueueResult } from '../client-options.js';
 import { MAX_ATTEMPTS_LIMIT } from '../config.js';
 import { connectionFor, type LeaseholdContext } from '../context.js';
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY } from '../defaults.js';
@@ -19,11 +19,17 @@ import {
   scheduleFromOptions,
   serialisePayload,
 } from '../validation.js';
+import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
 
 const PRIORITY_LIMIT = 1_000_000;
 const JOB_FIELDS = ['priority', 'runAt', 'delayMs', 'maxAttempts', 'orderingKey', 'concurrencyKey'] as const;
-const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = [...JOB_FIELDS, 'client', 'idempotencyKey'];
-const ENQUEUE_ITEM: readonly (keyof EnqueueItem)[] = ['payload', ...JOB_FIELDS];
+const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = [
+  ...JOB_FIELDS,
+  'client',
+  'idempotencyKey',
+  'dedupe',
+];
+const ENQUEUE_ITEM: readonly (keyof EnqueueItem)[] = ['payload', ...JOB_FIELDS, 'dedupe'];
 
 /** `lh.enqueue`: one job, joining the caller's transaction with `client`, deduplicated with `idempotencyKey`. */
 export async function enqueue(
@@ -51,6 +57,8 @@ async function enqueueOne(
   const { schema, wakeups } = context;
   const job = newJob(context, { ...options, payload }, 'options');
   const db = connectionFor(context, options.client);
+  const dedupe = parseDedupe(options.dedupe, 'options.dedupe', options);
+  if (dedupe !== null) return enqueueDeduped(context, db, queue, job, dedupe, options.client !== undefined);
   if (options.idempotencyKey !== undefined) {
     const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', 200) as string;
     if (job.orderingKey !== null) {
@@ -78,7 +86,7 @@ export async function enqueueMany(
   queue: string,
   items: readonly EnqueueItem[],
   options?: { client?: Queryable },
-): Promise<{ ids: string[] }> {
+): Promise<EnqueueManyResult> {
   assertQueueName(queue);
   const opts = optionsObject(options);
   rejectUnknownOptions(opts, ['client'], 'options');
@@ -90,7 +98,8 @@ export async function enqueueMany(
       count: Array.isArray(items) ? items.length : 0,
     },
     () => enqueueBatch(context, queue, items, opts),
-    (result) => result.ids,
+    // Items folded by a dedupe key name a job another item (or an earlier enqueue) created.
+    (result) => (result.created ? result.ids.filter((_, i) => result.created?.[i]) : result.ids),
   );
 }
 
@@ -99,7 +108,7 @@ async function enqueueBatch(
   queue: string,
   items: readonly EnqueueItem[],
   options: { client?: Queryable },
-): Promise<{ ids: string[] }> {
+): Promise<EnqueueManyResult> {
   if (!Array.isArray(items) || items.length === 0 || items.length > MAX_ENQUEUE_MANY) {
     throw new ValidationError('items', `must be an array of 1 to ${MAX_ENQUEUE_MANY} jobs`);
   }
@@ -118,6 +127,10 @@ async function enqueueBatch(
   }
   const { schema, wakeups } = context;
   const db = connectionFor(context, options.client);
+  const dedupes = items.map((item, index) => parseDedupe(item.dedupe, `items[${index}].dedupe`, item));
+  if (dedupes.some((dedupe) => dedupe !== null)) {
+    return enqueueManyDeduped(context, options.client && db, queue, jobs, dedupes);
+  }
   if (jobs.some((job) => job.orderingKey !== null)) {
     return { ids: await insertOrderedJobs(db, schema, queue, jobs) };
   }

@@ -48,6 +48,7 @@ describe('README examples', () => {
       'schedules',
       'worker-options',
       'rate-limits',
+      'dedupe-modes',
     ]);
   });
 
@@ -73,6 +74,8 @@ describe('README examples', () => {
       schedules:
         /job \d+ made by heartbeat for tick \S+Z\nheartbeat \* \* \* \* \* \* UTC next \S+ last \S+Z\nnightly-report 30 2 \* \* \* Europe\/Berlin next \S+ last never\n/,
       'rate-limits': /sent 6; limits 3\/500 ms, 2 at once\nthrottled: true, waited at least one window: true/,
+      'dedupe-modes':
+        /throttle: true false true\ndebounce: 1 job, rev 3\nreplace: true stale complete: false\nsurvivor: enqueued deduplicated\nbatch: true \[ false, false \] 5\n/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);
   });
