@@ -1,5 +1,7 @@
 import { DEFAULT_MAX_PROGRESS_BYTES, DEFAULT_MAX_RESULT_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
+import type { Lease } from '../lease.js';
+import type { CompleteRef } from '../storage/complete.js';
 import { MAX_PAYLOAD_BYTES_LIMIT, optionalInt, serialisePayload } from '../validation.js';
 import { PermanentError } from './job-errors.js';
 
@@ -72,4 +74,18 @@ export function resultText(value: unknown, maxBytes: number): string | null {
 export function progressText(detail: unknown, maxBytes: number): string | undefined {
   if (detail === undefined) return undefined;
   return serialisePayload(detail, maxBytes, 'detail');
+}
+
+/**
+ * The completion of a run whose handler returned `value`: its lease, with the result when there is
+ * one (see `resultText`, which throws for a value that cannot be kept). Nothing for a run whose
+ * outcome `job.transaction` already wrote.
+ */
+export function completionOf(
+  job: { lease: Lease; reported: boolean },
+  value: unknown,
+  maxBytes: number,
+): CompleteRef {
+  const result = job.reported ? null : resultText(value, maxBytes);
+  return result === null ? job.lease : { ...job.lease, result };
 }

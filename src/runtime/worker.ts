@@ -10,8 +10,8 @@ import { wakeupChannel } from '../storage/enqueue.js';
 import { ClaimRouter } from './claim-router.js';
 import { describeError, type ErrorDetails } from './error-details.js';
 import { failureWrite, handBackWrite, timeoutWrite } from './failure-outcome.js';
-import { type AbortReason, ActiveJob, type EffectStore, jobStore } from './job-context.js';
-import { resultText } from './job-output.js';
+import { type AbortReason, ActiveJob, jobStore } from './job-context.js';
+import { completionOf } from './job-output.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { announceLeaseLoss, describeLeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
 import { WakeupListener } from './listener.js';
@@ -56,7 +56,6 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   readonly #context: WorkerContext;
   readonly #options: ResolvedWorkerOptions;
-  readonly #store: EffectStore;
   readonly #queues = new Map<string, QueueRunner>();
   readonly #batcher: OutcomeBatcher;
   readonly #claims: ClaimRouter;
@@ -81,7 +80,6 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.#context = ctx;
     this.#options = resolveWorkerOptions(options, ctx.backoff, ctx.listen);
     this.owner = this.#options.owner;
-    this.#store = jobStore(ctx, this.#options);
     this.queues = Object.freeze(this.#options.queues.map((q) => q.name));
     this.tasks = Object.freeze((options.tasks ?? []).map((task) => task.name));
     if (options.logger !== undefined) {
@@ -304,7 +302,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       config.leaseMs,
       this.#keeper.marginFor(config.leaseMs),
       config.maxRuntimeMs,
-      this.#store,
+      jobStore(this.#context, this.#options),
     );
     this.#keeper.track(job, config);
     const run = this.#execute(job, q).finally(() => {
@@ -329,10 +327,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     try {
       if (config.schema !== null) await applyTaskSchema(job, config.schema); // tasks with a schema only
       const value = await traceHandler(job, this.#takeTraceparent(job.id), () => config.handler(job));
-      const result = job.reported ? null : resultText(value, this.#options.maxResultBytes);
-      outcome = this.#report(job, () =>
-        this.#batcher.complete(result ? { ...job.lease, result } : job.lease),
-      );
+      const completion = completionOf(job, value, this.#options.maxResultBytes);
+      outcome = this.#report(job, () => this.#batcher.complete(completion));
     } catch (err) {
       const details = describeError(err);
       detail.errorCode = details.errorCode;
