@@ -253,12 +253,14 @@ async function jobView(id) {
   if (job.status === 'pending' || job.status === 'running')
     actions.push(el('button', { class: 'cancel', onclick: async () => { if (await act(job.id, 'cancel')) render(); } }, 'Cancel'));
   if (actions.length) actions.push(reasonField());
+  // The result and the progress detail are the user's data too: shown with the payload.
+  const shown = (title, id, p) => p ? [el('h2', {}, title + (p.truncated ? ' (truncated)' : '')), el('pre', { id }, p.text)] : [];
   const payload = job.payloadPreview
-    ? [el('h2', {}, 'Payload' + (job.payloadPreview.truncated ? ' (truncated)' : '')),
-       el('pre', { id: 'payload' }, job.payloadPreview.text)]
+    ? [...shown('Payload', 'payload', job.payloadPreview), ...shown('Progress', 'progress', job.progressPreview),
+       ...shown('Result', 'result', job.resultPreview)]
     : [el('h2', {}, 'Payload'),
-       el('p', {}, el('button', { id: 'show-payload', onclick: () => { showPayload = true; render(); } }, 'Show payload'),
-         el('span', { class: 'note' }, ' hidden by default: it may hold personal data'))];
+       el('p', {}, el('button', { id: 'show-payload', onclick: () => { showPayload = true; render(); } }, 'Show payload and result'),
+         el('span', { class: 'note' }, ' hidden by default: they may hold personal data'))];
   const stack = job.lastErrorStack
     ? [el('details', { id: 'stack' }, el('summary', {}, 'Stack trace of the last error'), el('pre', {}, job.lastErrorStack))]
     : [];

@@ -181,12 +181,19 @@ export async function startDashboard(
     return lh.listDead({ queue, errorCode, cursor, limit: 50 });
   }
 
-  // The payload only when asked for (`?payload=1`), as the CLI's `jobs show --payload`.
+  // The payload, result and progress only when asked for (`?payload=1`), as the CLI's `jobs show --payload`.
   async function jobPage(id: string, withPayload: boolean) {
     const job = await lh.getJob(id, { history: true });
     if (!job) return { job: null };
-    const { payload, ...rest } = job;
-    return { job: { ...rest, payloadPreview: withPayload ? preview(payload) : null } };
+    const { payload, result, progress, ...rest } = job;
+    return {
+      job: {
+        ...rest,
+        payloadPreview: withPayload ? preview(payload) : null,
+        resultPreview: withPayload && job.status === 'succeeded' ? preview(result) : null,
+        progressPreview: withPayload && progress !== null ? preview(progress) : null,
+      },
+    };
   }
 
   await new Promise<void>((resolve, reject) => {

@@ -49,21 +49,19 @@ const JobWaitRead = defineStatement(
 /**
  * JobWaitMark: pending/running -> the same, with notify_on_finish set, for the jobs $1 someone
  * starts to wait for; then reads them as JobWaitRead does. The flag makes the statement that ends
- * the job notify (finish-notices.ts). A row already flagged is not written again. Takes the row
- * lock of each job it flags (primary-key lookups); a job ending concurrently is either flagged
- * before its end (then announced) or found ended by the update (then not `marked`, and the waiter
- * reads again at once, since the read below saw the snapshot before it ended).
+ * the job notify (finish-notices.ts). The flag is set by wait_for_jobs() (migration 011: a
+ * security-definer function, so that any role that reads jobs may wait without an UPDATE grant),
+ * which skips rows already flagged and takes the row lock of each job it flags (primary-key
+ * lookups). It runs only when the read finds a live job not yet flagged (the `OR` reads `marked`
+ * only then): nothing is written for a job already flagged or ended. A job ending concurrently is
+ * either flagged before its end (then announced) or found ended by the function (then not
+ * `marked`, and the waiter reads again at once, since the read here saw the snapshot before).
  */
 const JobWaitMark = defineStatement(
   'mark_waited_jobs',
   (s) => `
-  WITH marked AS (
-    UPDATE ${s}.jobs AS m
-    SET notify_on_finish = true
-    WHERE m.id = ANY ($1::bigint[])
-      AND m.status IN ('pending', 'running')
-      AND NOT m.notify_on_finish
-    RETURNING m.id
+  WITH marked AS MATERIALIZED (
+    SELECT ${s}.wait_for_jobs($1::bigint[]) AS id
   )
   SELECT j.id::text AS id, j.status::text AS status, NULL::jsonb AS result, j.last_error_code,
          j.last_error_class, j.last_error_message,

@@ -42,6 +42,7 @@ describe('README examples', () => {
       'exactly-once-counter',
       'embedded-quick-start',
       'typed-tasks',
+      'results-and-waiting',
       'leases-and-fencing',
       'transactional-enqueue',
       'transactional-complete',
@@ -68,6 +69,8 @@ describe('README examples', () => {
       'typed-tasks':
         /^VALIDATION payload: does not match task resize-image's schema: url: .*\nserving \[ 'resize-image' \] \[ 'other', 'resize-image' \]\n[\s\S]*resizing https:\/\/example\.com\/cat\.png to 256\n[\s\S]*PAYLOAD_SCHEMA 1\n/,
       'worker-options': /completed[\s\S]*dead|dead[\s\S]*completed/,
+      'results-and-waiting':
+        /result: https:\/\/cdn\.example\.com\/cat-256\.png\nkept: 12345\nJOB_DEAD NOT_FOUND\nWAIT_TIMEOUT\nAbortError\n/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);
   });

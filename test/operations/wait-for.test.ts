@@ -24,6 +24,7 @@ import {
   waitFor,
 } from '../support/db.js';
 import { rejection } from '../support/hostile.js';
+import { clientAs } from '../support/roles.js';
 import { started } from '../support/worker.js';
 
 // A client of its own on the server itself, LISTENing on a schema's finished channel.
@@ -204,6 +205,38 @@ describe('lh.waitFor', () => {
     const err = await waiting;
     expect(isLeaseholdError(err, 'WAIT_ABORTED')).toBe(true);
     expect((err as Error).message).toMatch(/client was closed/);
+  });
+});
+
+describe('waiting under the least-privilege roles', () => {
+  it('a producer (no UPDATE on jobs) flags the job through wait_for_jobs() and is woken by its notification', async () => {
+    const owner = await migratedClient(listenOptions());
+    const producer = await clientAs(['leasehold_producer'], owner.schema);
+    const worker = await clientAs(['leasehold_worker'], owner.schema);
+    const { id } = await producer.enqueue('roles', { n: 1 });
+    const waiting = producer.waitFor(id, { timeoutMs: 20_000 });
+    await waitFor(
+      async () => {
+        const { rows } = await testPool().query(
+          `SELECT notify_on_finish FROM "${owner.schema}".jobs WHERE id = $1`,
+          [id],
+        );
+        return rows[0]?.notify_on_finish === true;
+      },
+      { what: "the producer's wait to flag the job" },
+    );
+    // The worker role completes it and writes its progress and result.
+    await started(
+      worker.worker({
+        queues: {
+          roles: async (job) => {
+            await job.progress({ half: true });
+            return { by: 'worker role' };
+          },
+        },
+      }),
+    );
+    expect(await waiting).toMatchObject({ status: 'succeeded', result: { by: 'worker role' } });
   });
 });
 
