@@ -71,9 +71,9 @@ describe('the README quick start', () => {
   }, 60_000);
 
   it('refuses to compile a use of the result its handler does not return (the result is typed)', async () => {
-    const resultLine = 'console.log(`sent at ${result.sentAt}`);';
+    const resultLine = 'console.log(`sent at $' + '{result.sentAt}`);';
     expect(quickStart).toContain(resultLine);
-    const wrong = quickStart!.replace(resultLine, 'console.log(`sent at ${result.sentOn}`);');
+    const wrong = quickStart!.replace(resultLine, resultLine.replace('sentAt', 'sentOn'));
     const result = await typeCheck('quick-start-result', wrong);
     expect(result.code).not.toBe(0);
     expect(result.stdout).toContain('sentOn');
