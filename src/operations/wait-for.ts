@@ -52,7 +52,8 @@ export function waitFor(
   given?: WaitForOptions,
 ): Promise<WaitForResult> {
   try {
-    const jobId = assertJobId(id);
+    // Canonical digits ('007' is job 7): notifications and reads name jobs that way.
+    const jobId = BigInt(assertJobId(id)).toString();
     const options = optionsObject(given);
     rejectUnknownOptions(options, WAIT_KEYS, 'options');
     return waitChecked(context, jobId, checkWaitOptions(options));

@@ -51,8 +51,10 @@ describe('lh.waitFor', () => {
       // Notifications arrive in commit order: had the first completion notified, it would be here.
       await waitFor(() => heard.ids.includes(id), { what: "the waited job's notification" });
       expect(heard.ids).not.toContain(unwatched);
-      // A job that had already succeeded resolves at once.
+      // A job that had already succeeded resolves at once, however its id is spelt.
       expect((await lh.waitFor(id)).result).toEqual({ echo: { n: 1 } });
+      expect((await lh.waitFor(`00${id}`)).id).toBe(id);
+      expect((await lh.waitFor(BigInt(id))).result).toEqual({ echo: { n: 1 } });
     } finally {
       await heard.end();
     }
