@@ -122,27 +122,27 @@ describe("a handler's return value is the job's result", () => {
     const second = await waitFor(async () => (await lh.claim({ queue: 'stale', owner: 'worker-b' }))[0]);
     expect(second.token).not.toBe(first!.token);
 
-    const refused = await completeJobs(pool, lh.schema, [{ ...first!, result: '{"from":"a"}' }]);
+    const refused = await completeJobs(lh.pool, lh.schema, [{ ...first!, result: '{"from":"a"}' }]);
     expect(refused.size).toBe(0);
     expect((await lh.getJob(id))?.status).toBe('running');
     const { rows: none } = await pool.query(`SELECT 1 FROM "${lh.schema}".finished_jobs WHERE id = $1`, [id]);
     expect(none).toHaveLength(0);
 
-    const accepted = await completeJobs(pool, lh.schema, [{ ...second, result: '{"from":"b"}' }]);
+    const accepted = await completeJobs(lh.pool, lh.schema, [{ ...second, result: '{"from":"b"}' }]);
     expect([...accepted]).toEqual([id]);
     expect((await lh.getJob(id))?.result).toEqual({ from: 'b' });
   });
 
   it('a batch mixing jobs with and without results stores each its own', async () => {
     const lh = await migratedClient();
-    const pool = testPool();
     await lh.enqueueMany(
       'mixed',
       Array.from({ length: 6 }, (_, i) => ({ payload: { i } })),
     );
     const leases = await lh.claim({ queue: 'mixed', owner: 'batcher', limit: 6 });
+    // The client's pool: it runs statements unnamed behind a transaction-mode pooler.
     const accepted = await completeJobs(
-      pool,
+      lh.pool,
       lh.schema,
       leases.map((lease, i) => (i % 2 === 0 ? { ...lease, result: JSON.stringify({ i }) } : lease)),
     );
@@ -255,7 +255,7 @@ describe('job.progress(detail) is stored with the next lease renewal', () => {
     const [lease] = await lh.claim({ queue: 'fenced-progress', owner: 'old' });
     await expireLease(pool, lh.schema, id);
     const { extendLeases } = await import('../../src/storage/heartbeat.js');
-    const extended = await extendLeases(pool, lh.schema, [
+    const extended = await extendLeases(lh.pool, lh.schema, [
       { ...lease!, leaseMs: 10_000, progress: '{"late":true}' },
     ]);
     expect(extended.size).toBe(0);
