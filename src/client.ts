@@ -53,7 +53,14 @@ import {
 } from './operations/schedules.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
 import type { IdleRunResult } from './runtime/idle-run.js';
-import type { AnyTask, TaskPayload } from './runtime/task.js';
+import {
+  type EnqueueAndWaitOptions,
+  enqueueAndWait,
+  type WaitForOptions,
+  type WaitForResult,
+  waitFor,
+} from './operations/wait-for.js';
+import type { AnyTask, TaskPayload, TaskResult } from './runtime/task.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import type { Queryable } from './storage/db.js';
 import type { FailOutcome } from './storage/fail.js';
@@ -358,5 +365,33 @@ export class Leasehold {
    */
   runUntilIdle(options: RunUntilIdleOptions): Promise<IdleRunResult> {
     return runUntilIdle(this.#context, options);
+  }
+
+  /**
+   * Resolves `{ id, status: 'succeeded', result }` once the job has succeeded; rejects with
+   * `JobDeadError` / `JobCancelledError` (its last error summary), `JobNotFoundError`,
+   * `WaitTimeoutError` after `timeoutMs`, or `WaitAbortedError` when `signal` aborts. Wakes on a
+   * notification from the statement that ends the job, and polls (1 s) in case one is lost.
+   */
+  waitFor<Result = unknown>(
+    id: string | bigint | number,
+    options?: WaitForOptions,
+  ): Promise<WaitForResult<Result>> {
+    return waitFor(this.#context, id, options) as Promise<WaitForResult<Result>>;
+  }
+
+  /** Enqueues, then waits for the job as `waitFor` does; for a task, `result` is typed by its handler. */
+  enqueueAndWait<T extends AnyTask>(
+    task: T,
+    payload: TaskPayload<T>,
+    options?: EnqueueAndWaitOptions,
+  ): Promise<WaitForResult<TaskResult<T>>>;
+  enqueueAndWait(queue: string, payload: unknown, options?: EnqueueAndWaitOptions): Promise<WaitForResult>;
+  enqueueAndWait(
+    target: string | AnyTask,
+    payload: unknown,
+    options?: EnqueueAndWaitOptions,
+  ): Promise<WaitForResult> {
+    return enqueueAndWait(this.#context, target, payload, options);
   }
 }

@@ -9,9 +9,11 @@ import {
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_SCHEMA,
   DEFAULT_SUCCEEDED_RETENTION_MS,
+  DEFAULT_WAIT_POLL_INTERVAL_MS,
   WAKEUP_WINDOW_MS,
 } from './defaults.js';
 import { ValidationError } from './errors.js';
+import { JobWaiters } from './job-waiters.js';
 import { poolerDefaults } from './pooler-env.js';
 import { ClaimRouter } from './runtime/claim-router.js';
 import {
@@ -90,6 +92,8 @@ export interface LeaseholdContext {
   readonly wakeups: WakeupCoalescer;
   /** `lh.claim`'s claim router: strict preference order, no claim floor (workers have their own). */
   readonly claims: ClaimRouter;
+  /** `lh.waitFor`'s shared waits: one LISTEN connection (when `listen`) and one poll (see job-waiters.ts). */
+  readonly waiters: JobWaiters;
 }
 
 /** Validates `LeaseholdOptions` (unknown keys included) and builds the context, creating a pool if none is given. */
@@ -153,11 +157,13 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
     succeededRetentionMs,
     wakeups: new WakeupCoalescer(WAKEUP_WINDOW_MS, (queue) => notifyQueue(pool, schema, queue)),
     claims: new ClaimRouter(pool, schema, null),
+    waiters: new JobWaiters({ pool, schema, listen, listenVia }, DEFAULT_WAIT_POLL_INTERVAL_MS),
   };
 }
 
-/** Sends pending wake-ups and ends the pool if the context created it. */
+/** Sends pending wake-ups, ends open waits, and ends the pool if the context created it. */
 export async function closeContext(context: LeaseholdContext): Promise<void> {
+  await context.waiters.close();
   await context.wakeups.flush();
   if (context.ownsPool) await context.pool.end();
 }

@@ -27,6 +27,15 @@ export const DEFAULT_MAX_ATTEMPTS = 8;
 export const DEFAULT_PRIORITY = 0;
 /** Default upper bound on a payload's size once serialised to JSON. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024;
+/** Default upper bound on a handler's result (its return value) once serialised to JSON: 64 KiB. */
+export const DEFAULT_MAX_RESULT_BYTES = 64 * 1024;
+/** Default upper bound on a `job.progress(detail)` detail once serialised to JSON: 8 KiB. */
+export const DEFAULT_MAX_PROGRESS_BYTES = 8 * 1024;
+/**
+ * How often `lh.waitFor` reads the jobs waited on when no notification came: the fallback for a
+ * lost notification, and the only way behind a transaction-mode pooler without a listen connection.
+ */
+export const DEFAULT_WAIT_POLL_INTERVAL_MS = 1000;
 /** Window within which autocommit enqueues of one queue share a single wake-up notification. */
 export const WAKEUP_WINDOW_MS = 3;
 /** Jobs `lh.claim` takes when no `limit` is given. */

@@ -13,7 +13,11 @@ export type LeaseholdErrorCode =
   | 'WORKER_STATE'
   | 'JOB_NOT_FOUND'
   | 'JOB_STATE'
-  | 'EMBEDDED_POSTGRES';
+  | 'EMBEDDED_POSTGRES'
+  | 'JOB_DEAD'
+  | 'JOB_CANCELLED'
+  | 'WAIT_TIMEOUT'
+  | 'WAIT_ABORTED';
 
 /** Base class of every error Leasehold raises. */
 export class LeaseholdError extends Error {
@@ -137,6 +141,78 @@ export class EmbeddedPostgresError extends LeaseholdError {
   }
 }
 
+/** The last error summary of a job that ended without succeeding (never its payload or stack). */
+export interface JobErrorSummary {
+  /** The stored error code, e.g. `RETRYABLE`, `PAYLOAD_SCHEMA`, `CANCELLED`. */
+  readonly code: string | null;
+  /** The class of the error the handler threw, when known. */
+  readonly class: string | null;
+  /** The stored (bounded) error message. */
+  readonly message: string | null;
+}
+
+/** `lh.waitFor`: the job went `dead` (attempts spent, or a permanent error); `lastError` says why. */
+export class JobDeadError extends LeaseholdError {
+  /** The job waited for. */
+  readonly jobId: string;
+  /** Its last error: code, class and message. */
+  readonly lastError: JobErrorSummary;
+
+  constructor(jobId: string, lastError: JobErrorSummary) {
+    super('JOB_DEAD', `job ${jobId} is dead (${lastError.code ?? 'no error code'})`);
+    this.name = 'JobDeadError';
+    this.jobId = jobId;
+    this.lastError = lastError;
+  }
+}
+
+/** `lh.waitFor`: the job was cancelled by an operator; `lastError.message` holds the reason given. */
+export class JobCancelledError extends LeaseholdError {
+  /** The job waited for. */
+  readonly jobId: string;
+  /** Code `CANCELLED` and the cancel's reason. */
+  readonly lastError: JobErrorSummary;
+
+  constructor(jobId: string, lastError: JobErrorSummary) {
+    super('JOB_CANCELLED', `job ${jobId} was cancelled`);
+    this.name = 'JobCancelledError';
+    this.jobId = jobId;
+    this.lastError = lastError;
+  }
+}
+
+/** `lh.waitFor`: `timeoutMs` passed before the job ended. The job itself is untouched. */
+export class WaitTimeoutError extends LeaseholdError {
+  /** The job waited for. */
+  readonly jobId: string;
+
+  constructor(jobId: string, timeoutMs: number) {
+    super('WAIT_TIMEOUT', `job ${jobId} did not end within ${timeoutMs} ms; it was left as it is`);
+    this.name = 'WaitTimeoutError';
+    this.jobId = jobId;
+  }
+}
+
+/**
+ * `lh.waitFor`: the wait was given up before the job ended: its `signal` aborted (`cause` is the
+ * signal's reason) or the client was closed. Named `AbortError`, as Node's own aborted calls are.
+ * The job itself is untouched.
+ */
+export class WaitAbortedError extends LeaseholdError {
+  /** The job waited for. */
+  readonly jobId: string;
+
+  constructor(jobId: string, why: string, options?: { cause?: unknown }) {
+    super(
+      'WAIT_ABORTED',
+      `the wait for job ${jobId} was given up: ${why}; the job was left as it is`,
+      options,
+    );
+    this.name = 'AbortError';
+    this.jobId = jobId;
+  }
+}
+
 /** True when `err` is a Leasehold error, optionally of the given code. Works across package copies. */
 export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err is LeaseholdError {
   if (typeof err !== 'object' || err === null) return false;
@@ -151,6 +227,10 @@ export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err i
     'JOB_NOT_FOUND',
     'JOB_STATE',
     'EMBEDDED_POSTGRES',
+    'JOB_DEAD',
+    'JOB_CANCELLED',
+    'WAIT_TIMEOUT',
+    'WAIT_ABORTED',
   ];
   if (typeof candidate.code !== 'string' || !known.includes(candidate.code)) return false;
   return code === undefined || candidate.code === code;

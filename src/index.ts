@@ -20,11 +20,13 @@ export type { Dashboard, DashboardOptions } from './dashboard/server.js';
 export { startDashboard } from './dashboard/server.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
 export { startEmbeddedPostgres } from './embedded.js';
-export type { LeaseholdErrorCode } from './errors.js';
+export type { JobErrorSummary, LeaseholdErrorCode } from './errors.js';
 export {
   DatabaseError,
   EmbeddedPostgresError,
   isLeaseholdError,
+  JobCancelledError,
+  JobDeadError,
   JobNotFoundError,
   JobStateError,
   LeaseholdError,
@@ -32,6 +34,8 @@ export {
   PermissionError,
   SchemaVersionError,
   ValidationError,
+  WaitAbortedError,
+  WaitTimeoutError,
 } from './errors.js';
 export type { JobEvent, JobEventKind, JobWithHistory } from './job-history.js';
 export type { Lease } from './lease.js';
@@ -72,11 +76,13 @@ export type {
 } from './operations/stats.js';
 export { DEFAULT_STATS_OPTIONS } from './operations/stats.js';
 export type { ThrottleStats } from './operations/throttle-stats.js';
+export type { EnqueueAndWaitOptions, WaitForOptions, WaitForResult } from './operations/wait-for.js';
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
 export type { AbortReason, JobContext, JobTransaction } from './runtime/job-context.js';
 export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } from './runtime/job-errors.js';
+export { RESULT_ERROR_CODES } from './runtime/job-output.js';
 export type { JobTransactionOptions, TransactionAdapter } from './runtime/job-transaction.js';
 export type { LeaseLoss, LeaseLossReason } from './runtime/lease-loss.js';
 export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions, WorkerTask } from './runtime/options.js';

@@ -106,18 +106,15 @@ export async function traceClaim<R extends { id: string }>(
 /**
  * Runs a handler inside a `leasehold.process` consumer span whose parent is the enqueue's span
  * (from `traceparent`), so the handler's own spans join the producer's trace. Without
- * OpenTelemetry, runs it as is.
+ * OpenTelemetry, runs it as is. Resolves to the handler's value (the job's result).
  */
 export async function traceHandler(
   job: { id: string; queue: string; attempt: number },
   traceparent: string | undefined,
   handler: () => Promise<unknown> | unknown,
-): Promise<void> {
+): Promise<unknown> {
   const otel = loaded;
-  if (!otel) {
-    await handler();
-    return;
-  }
+  if (!otel) return handler();
   let parent = otel.context.active();
   const match = traceparent ? TRACEPARENT.exec(traceparent) : null;
   if (match) {
@@ -143,7 +140,7 @@ export async function traceHandler(
     parent,
   );
   try {
-    await otel.context.with(otel.trace.setSpan(parent, span), handler);
+    return await otel.context.with(otel.trace.setSpan(parent, span), handler);
   } catch (err) {
     // The error's code only: its message may quote the payload.
     span.setStatus({ code: otel.SpanStatusCode.ERROR, message: errorCode(err) });

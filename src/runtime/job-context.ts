@@ -5,6 +5,7 @@ import type { Queryable } from '../storage/db.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { type EffectSpec, runEffect } from './effects.js';
 import { SnoozeError } from './job-errors.js';
+import { type OutputLimits, progressText } from './job-output.js';
 import {
   type JobTransactionOptions,
   poolTransactions,
@@ -46,7 +47,12 @@ export interface JobContext<Payload = unknown> {
   readonly idempotencyKey: string;
   /** Aborted when the lease is lost or about to lapse, at the maximum runtime, or at shutdown. */
   readonly signal: AbortSignal;
-  /** Reports progress, earning the next lease extension; false once the lease is lost. */
+  /**
+   * Reports progress, earning the next lease extension; false once the lease is lost. A `detail`
+   * (JSON, at most the worker's `maxProgressBytes`, else a `ValidationError`) is stored with that
+   * extension, in the same fenced statement (within about a second), and shown by
+   * `getJob(id).progress`: the latest one wins.
+   */
   progress(detail?: unknown): Promise<boolean>;
   /** Ends this run and asks to run again after `delayMs` without spending an attempt. */
   snooze(delayMs: number): never;
@@ -82,11 +88,20 @@ function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): Transaction
   return options.with;
 }
 
-/** Where a job's effects are recorded, and the pool its own transactions check out from. */
-export interface EffectStore {
+/**
+ * Where a job's effects are recorded, the pool its own transactions check out from, and the
+ * bounds of its result and progress details.
+ */
+export interface EffectStore extends OutputLimits {
   readonly db: Queryable;
   readonly schema: string;
   readonly pool: pg.Pool;
+}
+
+/** A worker's `EffectStore`: its context's pool and schema, and its result and progress bounds. */
+export function jobStore(ctx: { pool: pg.Pool; schema: string }, limits: OutputLimits): EffectStore {
+  const { maxResultBytes, maxProgressBytes } = limits;
+  return { db: ctx.pool, schema: ctx.schema, pool: ctx.pool, maxResultBytes, maxProgressBytes };
 }
 
 /**
@@ -118,6 +133,8 @@ export class ActiveJob implements JobContext {
   readonly runtimeLimitAt: number;
   /** Progress reported since the last extension was sent. */
   progressed = false;
+  /** The latest progress detail (JSON text) not yet sent with an extension; null when none. */
+  progressDetail: string | null = null;
   /** An extension is in flight. */
   renewing = false;
   /** Why the signal was aborted, once it is. */
@@ -140,6 +157,7 @@ export class ActiveJob implements JobContext {
   // An own property rather than a method, so the context spreads like the plain data it is.
   readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;
   readonly transaction: JobTransaction;
+  readonly #maxProgressBytes: number;
 
   constructor(
     lease: Lease,
@@ -163,6 +181,7 @@ export class ActiveJob implements JobContext {
     this.lastRenewalSentAt = claimSentAt;
     this.deadline = claimSentAt + leaseMs - margin;
     this.runtimeLimitAt = this.startedAt + maxRuntimeMs;
+    this.#maxProgressBytes = store.maxProgressBytes;
     const job = this;
     this.effect = (name, spec) =>
       runEffect(
@@ -210,9 +229,16 @@ export class ActiveJob implements JobContext {
     this.abort('lease-lost');
   }
 
-  progress(_detail?: unknown): Promise<boolean> {
+  progress(detail?: unknown): Promise<boolean> {
+    let text: string | undefined;
+    try {
+      text = progressText(detail, this.#maxProgressBytes);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     if (!this.holdsLease) return Promise.resolve(false);
     this.progressed = true;
+    if (text !== undefined) this.progressDetail = text;
     return Promise.resolve(true);
   }
 

@@ -5,6 +5,7 @@ import { completeJobs } from '../storage/complete.js';
 import { guardCheckedOut, type Queryable } from '../storage/db.js';
 import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/job-transaction.js';
 import { findLandedOutcomes } from '../storage/outcome-lookup.js';
+import { resultText } from './job-output.js';
 
 /**
  * Opens a transaction with some database library, runs `body` in it, commits when `body` resolves
@@ -24,10 +25,12 @@ export interface JobTransactionOptions<Tx> {
   with: TransactionAdapter<Tx>;
 }
 
-/** Where `job.transaction` runs Leasehold's own statements outside the transaction. */
+/** Where `job.transaction` runs Leasehold's own statements outside the transaction, and the result bound. */
 export interface TransactionStore {
   readonly pool: pg.Pool;
   readonly schema: string;
+  /** Largest value of `fn` kept as the job's result, in JSON bytes. */
+  readonly maxResultBytes: number;
 }
 
 /** What `job.transaction` needs from the running job (an `ActiveJob` is one). */
@@ -87,6 +90,8 @@ export function poolTransactions(pool: pg.Pool): TransactionAdapter<pg.PoolClien
  * refusal on the pool (the rolled-back transaction took its count with it) and throws
  * `LeaseLostError`; the run's outcome is then `lost`. Once committed, the handler's return completes
  * nothing more. Statements and idle time inside are bounded by the lease time left.
+ * The value `fn` resolves to is the job's result, stored by that same completion (a value too large
+ * or not JSON throws `PermanentError` before it: the transaction rolls back and the job goes dead).
  */
 export async function runJobTransaction<Tx, T>(
   host: TransactionHost,
@@ -112,12 +117,14 @@ export async function runJobTransaction<Tx, T>(
     const value = await adapter.transaction(async (tx, db) => {
       await setTransactionTimeouts(db, host.deadline - performance.now());
       const result = await fn(tx);
+      const text = resultText(result, store.maxResultBytes);
       host.completing = true;
       await renewalSettled(host);
       // As for every outcome: a lease this process already considers gone is not presented.
       if (host.holdsLease) {
         presented = true;
-        accepted = (await completeJobs(db, store.schema, [host.lease])).has(host.lease.jobId);
+        const ref = text === null ? host.lease : { ...host.lease, result: text };
+        accepted = (await completeJobs(db, store.schema, [ref])).has(host.lease.jobId);
       }
       if (!accepted) {
         refused = true;

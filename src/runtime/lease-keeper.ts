@@ -3,6 +3,9 @@ import { extendLeases } from '../storage/heartbeat.js';
 import type { AbortReason, ActiveJob } from './job-context.js';
 import type { ResolvedQueue } from './options.js';
 
+/** A job with a progress detail to store is renewed at most this often on its account. */
+const PROGRESS_SPACING_MS = 1000;
+
 /** Events the keeper reports to the worker. */
 export interface LeaseKeeperEvents {
   /** A job's signal was aborted (lease lost, about to lapse, or past its maximum runtime). */
@@ -18,6 +21,9 @@ export interface LeaseKeeperEvents {
  * Each tick: abort jobs whose lease is about to lapse or whose run passed its maximum; extend,
  * in one fenced statement, the leases that are due and have earned it (`progress` since the last
  * extension, or merely running under `renew: 'alive'`); report handlers that ignore their signal.
+ * A progress detail travels with its job's next extension, which it makes due within
+ * PROGRESS_SPACING_MS (or a third of the lease, if shorter), so it shows within about a second
+ * without a statement of its own; only the latest detail since the last extension is sent.
  * The local deadline is measured on a monotonic clock from when the claim or extension was sent,
  * minus a margin, so it always falls before the database's own expiry.
  */
@@ -98,14 +104,15 @@ export class LeaseKeeper {
         this.#abort(job, 'max-runtime');
       } else if (now >= job.deadline) {
         this.#abort(job, 'lease-deadline');
-      } else if (
-        !job.renewing &&
-        !job.settled &&
-        !job.completing &&
-        now - job.lastRenewalSentAt >= queue.leaseMs / 3 &&
-        (queue.renew === 'alive' || job.progressed || job.transacting)
-      ) {
-        due.push(entry);
+      } else if (!job.renewing && !job.settled && !job.completing) {
+        const sinceRenewal = now - job.lastRenewalSentAt;
+        if (
+          (sinceRenewal >= queue.leaseMs / 3 &&
+            (queue.renew === 'alive' || job.progressed || job.transacting)) ||
+          (job.progressDetail !== null && sinceRenewal >= Math.min(PROGRESS_SPACING_MS, queue.leaseMs / 3))
+        ) {
+          due.push(entry);
+        }
       }
     }
     if (due.length > 0 && !this.#renewing) void this.#renew(due);
@@ -115,15 +122,17 @@ export class LeaseKeeper {
     this.#renewing = true;
     const sentAt = performance.now();
     const earned = due.map(({ job }) => job.progressed);
+    const details = due.map(({ job }) => job.progressDetail);
     for (const { job } of due) {
       job.renewing = true;
       job.progressed = false;
+      job.progressDetail = null;
     }
     try {
       const extended = await extendLeases(
         this.db,
         this.schema,
-        due.map(({ job, queue }) => ({ ...job.lease, leaseMs: queue.leaseMs })),
+        due.map(({ job, queue }, i) => ({ ...job.lease, leaseMs: queue.leaseMs, progress: details[i] })),
       );
       for (const { job, queue } of due) {
         const expiresAt = extended.get(job.id);
@@ -139,6 +148,7 @@ export class LeaseKeeper {
       // The old deadlines still stand: if extensions keep failing, the jobs are aborted in time.
       due.forEach(({ job }, i) => {
         job.progressed ||= earned[i] ?? false;
+        job.progressDetail ??= details[i] ?? null; // unless a newer one came meanwhile
       });
       this.events.error(err);
     } finally {

@@ -14,6 +14,7 @@ import type { Logger } from '../observability/logger.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertOwner, assertQueueName, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
 import type { JobContext } from './job-context.js';
+import { type OutputLimits, resolveOutputLimits } from './job-output.js';
 
 /** A queue's handler: resolve to complete the job, throw to fail it. */
 export type JobHandler = (job: JobContext) => Promise<unknown>;
@@ -130,6 +131,10 @@ export interface WorkerOptions {
   slots?: number;
   /** A pino-compatible logger for the worker's events (job ids, queues, error codes; never payloads). */
   logger?: Logger;
+  /** Largest handler return value kept as a job's result, in JSON bytes (default 64 KiB); larger: dead, `RESULT_TOO_LARGE`. */
+  maxResultBytes?: number;
+  /** Largest `job.progress(detail)` detail, in JSON bytes (default 8 KiB); larger: a `ValidationError`. */
+  maxProgressBytes?: number;
 }
 
 export { WORKER_DEFAULTS } from '../defaults.js';
@@ -153,7 +158,7 @@ export interface ResolvedQueue {
 }
 
 /** Validated worker options. */
-export interface ResolvedWorkerOptions {
+export interface ResolvedWorkerOptions extends OutputLimits {
   owner: string;
   queues: ResolvedQueue[];
   pollIntervalMs: number;
@@ -188,6 +193,8 @@ const KNOWN_WORKER_KEYS = [
   'handleSignals',
   'slots',
   'logger',
+  'maxResultBytes',
+  'maxProgressBytes',
 ];
 /** Option names a queue (and so a task) takes. */
 export const KNOWN_QUEUE_KEYS = [
@@ -297,6 +304,7 @@ export function resolveWorkerOptions(
       WORKER_DEFAULTS.outcomeBatchDelayMs,
     ),
     handleSignals: options.handleSignals ?? false,
+    ...resolveOutputLimits(options),
   };
 }
 

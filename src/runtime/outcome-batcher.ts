@@ -1,4 +1,4 @@
-import { completeJobs } from '../storage/complete.js';
+import { type CompleteRef, completeJobs } from '../storage/complete.js';
 import type { Queryable } from '../storage/db.js';
 import { type FailOutcome, type FailRef, failJobs, type SnoozeRef, snoozeJobs } from '../storage/fail.js';
 import type { FenceRef } from '../storage/fence.js';
@@ -31,7 +31,7 @@ interface Pending<T> {
  * written twice (see outcome-lookup.ts).
  */
 export class OutcomeBatcher {
-  #completes: Pending<FenceRef>[] = [];
+  #completes: Pending<CompleteRef>[] = [];
   #fails: Pending<FailRef>[] = [];
   #snoozes: Pending<SnoozeRef>[] = [];
   #scheduled = false;
@@ -50,8 +50,8 @@ export class OutcomeBatcher {
     private readonly onFlushed: (info: FlushInfo) => void = () => {},
   ) {}
 
-  /** Queues a completion; resolves `completed` or `lost`. */
-  complete(ref: FenceRef): Promise<OutcomeResult> {
+  /** Queues a completion (with the handler's result as JSON text, if any); resolves `completed` or `lost`. */
+  complete(ref: CompleteRef): Promise<OutcomeResult> {
     return this.#queue(this.#completes, ref);
   }
 
@@ -170,7 +170,7 @@ export class OutcomeBatcher {
     }
   }
 
-  async #flushCompletes(batch: Pending<FenceRef>[]): Promise<void> {
+  async #flushCompletes(batch: Pending<CompleteRef>[]): Promise<void> {
     const sentAt = performance.now();
     const accepted = await completeJobs(
       this.db,

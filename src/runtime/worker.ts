@@ -11,7 +11,8 @@ import { describeError, type ErrorDetails } from './error-details.js';
 import { failureWrite, handBackWrite, timeoutWrite } from './failure-outcome.js';
 import { settlesWithin } from './grace.js';
 import { IdleRun, type IdleRunLimits, type IdleRunResult, resolveIdleRunLimits } from './idle-run.js';
-import { type AbortReason, ActiveJob } from './job-context.js';
+import { type AbortReason, ActiveJob, jobStore } from './job-context.js';
+import { completionOf } from './job-output.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { announceLeaseLoss, describeLeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
 import { WakeupListener } from './listener.js';
@@ -311,7 +312,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       config.leaseMs,
       this.#keeper.marginFor(config.leaseMs),
       config.maxRuntimeMs,
-      { db: this.#context.pool, schema: this.#context.schema, pool: this.#context.pool },
+      jobStore(this.#context, this.#options),
     );
     this.#keeper.track(job, config);
     const run = this.#execute(job, q).finally(() => {
@@ -328,8 +329,9 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     const detail: OutcomeDetail = {};
     try {
       if (config.schema !== null) await applyTaskSchema(job, config.schema); // tasks with a schema only
-      await traceHandler(job, this.#claims.takeTraceparent(job.id), () => config.handler(job));
-      outcome = this.#report(job, () => this.#batcher.complete(job.lease));
+      const value = await traceHandler(job, this.#claims.takeTraceparent(job.id), () => config.handler(job));
+      const completion = completionOf(job, value, this.#options.maxResultBytes);
+      outcome = this.#report(job, () => this.#batcher.complete(completion));
     } catch (err) {
       const details = describeError(err);
       detail.errorCode = details.errorCode;

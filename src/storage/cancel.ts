@@ -1,5 +1,6 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
+import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
 
@@ -12,6 +13,7 @@ import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderi
  * returned, so the caller can say why; a succeeded job is found in finished_jobs. Primary-key lookups.
  * A cancelled job leaves its ordering key's line (a gap does not block: when it was the head, the
  * next job becomes claimable in this statement), and a running one gives back its per-key slot.
+ * A job someone waits for is announced on $5 (finish-notices.ts).
  */
 const JobCancel = defineStatement(
   'cancel_job',
@@ -39,7 +41,8 @@ const JobCancel = defineStatement(
     WHERE j.id = target.id AND j.status IN ('pending', 'running')
     RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
               target.lease_claim_id, target.claimed_at, target.lease_extensions, target.attempt_count,
-              j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot
+              j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot,
+              j.notify_on_finish
   ),
   ${orderingAdvanceCte(s, 'changed')},
   ${keySlotsReleaseCte(s, 'changed')},
@@ -55,12 +58,14 @@ const JobCancel = defineStatement(
            CASE WHEN was = 'running' THEN lease_extensions END,
            'CANCELLED', $2, $3
     FROM changed
-  )
+  ),
+  ${finishNoticesCte('changed', 'notify_on_finish', '$5')}
   SELECT target.status::text AS status, changed.id IS NOT NULL AS cancelled,
-         ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken
+         ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken,
+         ${finishNoticesSent()} AS announced
   FROM target LEFT JOIN changed USING (id)
   UNION ALL
-  SELECT 'succeeded', false, '{}', 0 FROM ${s}.finished_jobs WHERE id = $1`,
+  SELECT 'succeeded', false, '{}', 0, 0 FROM ${s}.finished_jobs WHERE id = $1`,
 );
 
 /** What cancel found: the job's status before (null: no such job) and whether it cancelled it. */
@@ -75,6 +80,7 @@ export async function cancelJob(
     params.actor,
     params.reason,
     wakeupChannel(schema),
+    finishedChannel(schema),
   ]);
   const row = rows[0];
   if (row && row.repair.length > 0) await repairOrderingKeys(db, schema, row.repair, row.repair.length);

@@ -1,6 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
+import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
 import { refusalCountingCte } from './refusals.js';
@@ -17,12 +18,17 @@ import { refusalCountingCte } from './refusals.js';
  * A completed head of an ordering key hands the key to its next job (claimable from this commit,
  * with a wake-up), and a job that held a per-key concurrency slot gives it back, both in this
  * statement; plain jobs write nothing for either (see ordering.ts and key-slots.ts).
+ * Jobs someone waits for (`lh.waitFor`) are announced in one notification per batch
+ * (finish-notices.ts); a batch of jobs nobody waits for notifies nothing.
+ * Two variants: a batch in which some handler returned a value ($7, JSON texts, null where none)
+ * stores each in its finished record, joined by id from the fenced input; a batch without results
+ * (plain jobs) runs the statement without that parameter or join, so it pays nothing for them.
  */
-export const JobCompleteMany = defineStatement(
-  'complete_jobs',
-  (s) => `
+const completeStatement = (withResults: boolean) => (s: string) =>
+  `
   WITH input AS (
-    SELECT * FROM unnest(${FENCE_INPUT_ARRAYS}) AS t(${FENCE_INPUT_COLUMNS})
+    SELECT * FROM unnest(${FENCE_INPUT_ARRAYS}${withResults ? ', $7::text[]' : ''})
+      AS t(${FENCE_INPUT_COLUMNS}${withResults ? ', result' : ''})
   ),
   ${fencedCte(s)},
   changed AS (
@@ -30,33 +36,54 @@ export const JobCompleteMany = defineStatement(
     WHERE j.id = ANY (ARRAY(SELECT id FROM fenced))
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
               j.lease_token, j.lease_claim_id, j.created_at, j.claimed_at, j.lease_extensions,
-              j.ordering_key, j.concurrency_key, j.holds_key_slot
+              j.ordering_key, j.concurrency_key, j.holds_key_slot, j.notify_on_finish
   ),
   finished AS (
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
                                     lease_token, lease_claim_id, created_at, claimed_at, finished_at,
-                                    lease_extensions)
-    SELECT id, queue_name, priority, attempt_count, max_attempts, lease_owner,
-           lease_token, lease_claim_id, created_at, claimed_at, now(), lease_extensions
-    FROM changed
+                                    lease_extensions${withResults ? ', result' : ''})
+    SELECT c.id, c.queue_name, c.priority, c.attempt_count, c.max_attempts, c.lease_owner,
+           c.lease_token, c.lease_claim_id, c.created_at, c.claimed_at, now(), c.lease_extensions${
+             withResults ? ', f.result::jsonb' : ''
+           }
+    FROM changed AS c${withResults ? ' JOIN fenced AS f ON f.id = c.id' : ''}
   ),
   ${orderingAdvanceCte(s, 'changed')},
   ${keySlotsReleaseCte(s, 'changed')},
-  ${refusalCountingCte(s, 'complete')}
-  SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken FROM changed`,
-);
+  ${refusalCountingCte(s, 'complete')},
+  ${finishNoticesCte('changed', 'notify_on_finish', withResults ? '$8' : '$7')}
+  SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken,
+         ${finishNoticesSent()} AS announced
+  FROM changed`;
+
+export const JobCompleteMany = defineStatement('complete_jobs', completeStatement(false));
+export const JobCompleteManyWithResults = defineStatement('complete_jobs_with_results', completeStatement(true));
+
+/** A lease to complete, with the handler's result as JSON text (null or absent: none). */
+export interface CompleteRef extends FenceRef {
+  result?: string | null;
+}
 
 /** Completes the leases it can; returns the ids whose completion was accepted. */
 export async function completeJobs(
   db: Queryable,
   schema: string,
-  refs: readonly FenceRef[],
+  refs: readonly CompleteRef[],
 ): Promise<Set<string>> {
   if (refs.length === 0) return new Set();
-  const rows = await run<{ id: string; repair: string[] }>(db, JobCompleteMany(schema), [
-    ...fenceArrays(refs),
-    wakeupChannel(schema),
-  ]);
+  const withResults = refs.some((ref) => ref.result != null);
+  const rows = await run<{ id: string; repair: string[] }>(
+    db,
+    (withResults ? JobCompleteManyWithResults : JobCompleteMany)(schema),
+    withResults
+      ? [
+          ...fenceArrays(refs),
+          wakeupChannel(schema),
+          refs.map((ref) => ref.result ?? null),
+          finishedChannel(schema),
+        ]
+      : [...fenceArrays(refs), wakeupChannel(schema), finishedChannel(schema)],
+  );
   // Rare: a key's next job was enqueued (or cancelled) while this statement ran; hand it over now.
   const repair = rows[0]?.repair ?? [];
   if (repair.length > 0) await repairOrderingKeys(db, schema, repair, repair.length);

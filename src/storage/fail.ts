@@ -1,5 +1,6 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
+import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { refusalCountingCte } from './refusals.js';
 
@@ -18,6 +19,7 @@ const JITTERED_BACKOFF_MS = `random() * least(input.max_ms, input.base_ms * powe
  * claim facts of the attempt it ends, in the same statement. Looks rows up by primary key; takes
  * the row lock of each job it changes. A run that held a per-key concurrency slot gives it back.
  * A dead head of an ordering key stays its head: the key is blocked until replay or skip.
+ * A job that dies while someone waits for it is announced on $15 (finish-notices.ts).
  */
 export const JobFailMany = defineStatement(
   'fail_jobs',
@@ -54,7 +56,7 @@ export const JobFailMany = defineStatement(
                 THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
               j.concurrency_key, j.holds_key_slot,
               least(j.max_attempts, coalesce(input.attempt_budget, j.max_attempts)) AS attempt_budget,
-              input.retryable
+              input.retryable, j.notify_on_finish
   ),
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
@@ -69,8 +71,9 @@ export const JobFailMany = defineStatement(
     FROM changed
   ),
   ${keySlotsReleaseCte(s, 'changed')},
-  ${refusalCountingCte(s, 'fail')}
-  SELECT id, status::text AS status FROM changed`,
+  ${refusalCountingCte(s, 'fail')},
+  ${finishNoticesCte('changed', "notify_on_finish AND status = 'dead'", '$15')}
+  SELECT id, status::text AS status, ${finishNoticesSent()} AS announced FROM changed`,
 );
 
 /**
@@ -151,6 +154,7 @@ export async function failJobs(
     refs.map((ref) => ref.errorClass),
     refs.map((ref) => ref.errorMessage),
     refs.map((ref) => ref.errorStack),
+    finishedChannel(schema),
   ]);
   for (const row of rows) outcomes.set(row.id, row.status === 'dead' ? 'dead' : 'retry');
   return outcomes;

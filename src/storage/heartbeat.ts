@@ -8,20 +8,24 @@ import { refusalCountingCte } from './refusals.js';
  * attempt is counted (and recorded as a `refused` event). The new expiry is measured from database
  * time. Extensions are counted on the row (lease_extensions), not logged: the record that ends the
  * attempt copies the count. Looks rows up by primary key; takes the row lock of each job it extends.
+ * A `job.progress(detail)` rides here ($7, JSON texts, null where a job reported none; the whole
+ * array null when none did): the latest detail is stored in the same fenced write, never in a
+ * statement of its own, and a lease that is gone stores none.
  */
 export const JobExtendLeaseMany = defineStatement(
   'extend_leases',
   (s) => `
   WITH input AS (
     SELECT *
-    FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[])
-      AS t(${FENCE_INPUT_COLUMNS}, lease_ms)
+    FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[], $7::text[])
+      AS t(${FENCE_INPUT_COLUMNS}, lease_ms, progress)
   ),
   ${fencedCte(s)},
   changed AS (
     UPDATE ${s}.jobs AS j
     SET lease_expires_at = now() + input.lease_ms * interval '1 millisecond',
-        lease_extensions = j.lease_extensions + 1
+        lease_extensions = j.lease_extensions + 1,
+        progress = coalesce(input.progress::jsonb, j.progress)
     FROM fenced AS input -- the fenced rows, with the columns of their input
     WHERE j.id = input.id
     RETURNING j.id, j.lease_expires_at
@@ -30,9 +34,10 @@ export const JobExtendLeaseMany = defineStatement(
   SELECT id, lease_expires_at FROM changed`,
 );
 
-/** A lease to extend by `leaseMs` from now. */
+/** A lease to extend by `leaseMs` from now, with a progress detail to store (JSON text) if any. */
 export interface ExtendRef extends FenceRef {
   leaseMs: number;
+  progress?: string | null;
 }
 
 /** Extends the leases it can; returns the new expiry of each one extended, by job id. */
@@ -45,6 +50,7 @@ export async function extendLeases(
   const rows = await run<{ id: string; lease_expires_at: Date }>(db, JobExtendLeaseMany(schema), [
     ...fenceArrays(refs),
     refs.map((ref) => ref.leaseMs),
+    refs.some((ref) => ref.progress != null) ? refs.map((ref) => ref.progress ?? null) : null,
   ]);
   return new Map(rows.map((row) => [row.id, row.lease_expires_at]));
 }

@@ -6,7 +6,9 @@ export type JobStatus = 'pending' | 'running' | 'succeeded' | 'dead' | 'cancelle
 /**
  * A job row, camelCased. ids and tokens are strings so no precision is lost. A succeeded job is
  * read from its compact finished record: `payload` is null and `leaseOwner`/`leaseToken` name the
- * claim whose completion was accepted.
+ * claim whose completion was accepted. `result` (a succeeded job's handler's return value) and
+ * `progress` (the latest `job.progress(detail)` of a job not yet succeeded) are user data like the
+ * payload: shown where the payload is, never logged.
  */
 export interface Job {
   id: string;
@@ -29,6 +31,10 @@ export interface Job {
   finishedAt: Date | null;
   /** The schedule and tick (database time) that created the job; absent for a job no schedule created. */
   schedule?: { name: string; tickAt: Date };
+  /** The handler's return value, as JSON, once the job succeeded; null before, or when it returned nothing. */
+  result: unknown;
+  /** The latest progress detail a run reported (`job.progress(detail)`); null when none, and once succeeded. */
+  progress: unknown;
 }
 
 interface JobRow {
@@ -50,11 +56,13 @@ interface JobRow {
   last_error_stack: string | null;
   created_at: Date;
   finished_at: Date | null;
+  result: unknown;
+  progress: unknown;
 }
 
 /**
  * JobGetById: reads one job by primary key, without locking it: from jobs while it is live or dead,
- * from finished_jobs once it succeeded (no payload is kept there).
+ * from finished_jobs once it succeeded (no payload is kept there, but the handler's result is).
  */
 export const JobGetById = defineStatement('get_job', (s) => getJobText(s, 'payload'));
 
@@ -70,13 +78,14 @@ export const JobGetByIdWithoutPayload = defineStatement('get_job_without_payload
 const getJobText = (s: string, payload: string) => `
   SELECT id, queue_name, ${payload} AS payload, status::text AS status, priority, available_at, attempt_count,
          max_attempts, lease_owner, lease_token, lease_expires_at, claimed_at, last_error_code,
-         last_error_class, last_error_message, last_error_stack, created_at, finished_at
+         last_error_class, last_error_message, last_error_stack, created_at, finished_at,
+         NULL::jsonb AS result, progress
   FROM ${s}.jobs
   WHERE id = $1
   UNION ALL
   SELECT id, queue_name, NULL, 'succeeded', priority, claimed_at, attempt_count,
          max_attempts, lease_owner, lease_token, NULL, claimed_at, NULL,
-         NULL, NULL, NULL, created_at, finished_at
+         NULL, NULL, NULL, created_at, finished_at, result, NULL
   FROM ${s}.finished_jobs
   WHERE id = $1`;
 
@@ -107,6 +116,8 @@ function toJob(row: JobRow): Job {
     lastErrorStack: row.last_error_stack,
     createdAt: row.created_at,
     finishedAt: row.finished_at,
+    result: row.result ?? null,
+    progress: row.progress ?? null,
   };
 }
 

@@ -1,5 +1,6 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
+import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 
 /**
@@ -13,7 +14,8 @@ import { keySlotsReleaseCte } from './key-slots.js';
  * queue that got jobs back to `pending`, as an enqueue does, so idle listening workers claim them
  * at commit instead of at their next poll (the sweeping worker may serve none of those queues);
  * returns the longest backoff it gave, so the sweeping worker can wake its queues again when the
- * last of them is due.
+ * last of them is due. A job that dies while someone waits for it is announced on $5
+ * (finish-notices.ts).
  * The update checks `status::text`, not `status`: the partial index's predicate then cannot match,
  * so `expired` drives primary-key lookups. Otherwise, with statistics gathered while the leases
  * were live (the usual case right after a crash), the planner expected one expired row, drove the
@@ -54,7 +56,7 @@ export const JobRecoverExpired = defineStatement(
               expired.lease_claim_id, j.claimed_at, j.lease_extensions, j.last_error_code, j.last_error_message,
               CASE WHEN j.status = 'pending'
                 THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
-              j.concurrency_key, j.holds_key_slot
+              j.concurrency_key, j.holds_key_slot, j.notify_on_finish
   ),
   ${keySlotsReleaseCte(s, 'moved')},
   recorded AS (
@@ -68,10 +70,12 @@ export const JobRecoverExpired = defineStatement(
   woken AS (
     SELECT pg_notify($4, queue_name)
     FROM (SELECT DISTINCT queue_name FROM moved WHERE status = 'pending') AS retried_queues
-  )
+  ),
+  ${finishNoticesCte('moved', "notify_on_finish AND status = 'dead'", '$5')}
   SELECT count(*) FILTER (WHERE status = 'pending')::int AS retried,
          count(*) FILTER (WHERE status = 'dead')::int AS dead,
          (SELECT count(*) FROM woken)::int AS woken,
+         ${finishNoticesSent()}::int AS announced,
          coalesce(max(delay_ms), 0)::float8 AS max_delay_ms
   FROM moved`,
 );
@@ -85,7 +89,7 @@ export async function recoverExpiredLeases(
   const rows = await run<{ retried: number; dead: number; max_delay_ms: number }>(
     db,
     JobRecoverExpired(schema),
-    [params.limit, params.baseMs, params.maxMs, wakeupChannel(schema)],
+    [params.limit, params.baseMs, params.maxMs, wakeupChannel(schema), finishedChannel(schema)],
   );
   return {
     retried: rows[0]?.retried ?? 0,

@@ -57,11 +57,12 @@ describe('the README quick start', () => {
   }, 60_000);
 
   it("refuses to compile an enqueue whose payload does not match the task's schema", async () => {
-    const enqueueLine = "await lh.enqueue(welcome, { to: 'ada@example.com', template: 'welcome' });";
+    const enqueueLine =
+      "const { result } = await lh.enqueueAndWait(welcome, { to: 'ada@example.com', template: 'welcome' });";
     expect(quickStart).toContain(enqueueLine);
     const misspelt = quickStart!.replace(
       enqueueLine,
-      "await lh.enqueue(welcome, { to: 'ada@example.com', templat: 'welcome' });",
+      "const { result } = await lh.enqueueAndWait(welcome, { to: 'ada@example.com', templat: 'welcome' });",
     );
     const result = await typeCheck('quick-start-wrong', misspelt);
     expect(result.code).not.toBe(0);
@@ -69,7 +70,16 @@ describe('the README quick start', () => {
     expect(result.stdout).toContain('templat');
   }, 60_000);
 
-  it('runs: the job is handled, and SIGTERM stops the worker and the process', async () => {
+  it('refuses to compile a use of the result its handler does not return (the result is typed)', async () => {
+    const resultLine = 'console.log(`sent at $' + '{result.sentAt}`);';
+    expect(quickStart).toContain(resultLine);
+    const wrong = quickStart!.replace(resultLine, resultLine.replace('sentAt', 'sentOn'));
+    const result = await typeCheck('quick-start-result', wrong);
+    expect(result.code).not.toBe(0);
+    expect(result.stdout).toContain('sentOn');
+  }, 60_000);
+
+  it('runs: the job is handled, enqueueAndWait gets its result, and SIGTERM stops the worker and the process', async () => {
     mkdirSync(dir, { recursive: true });
     const js = ts.transpileModule(quickStart!, {
       compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext },
@@ -94,10 +104,14 @@ describe('the README quick start', () => {
     });
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     try {
-      await waitFor(() => /sending welcome to ada@example\.com, attempt 1\n/.test(stdout), {
-        timeoutMs: 30_000,
-        what: `the quick start to handle its job (stderr: ${stderr})`,
-      });
+      await waitFor(
+        () =>
+          /sending welcome to ada@example\.com, attempt 1\nsent at \d{4}-\d\d-\d\dT[\d:.]+Z\n/.test(stdout),
+        {
+          timeoutMs: 30_000,
+          what: `the quick start to handle its job and print its result (stderr: ${stderr})`,
+        },
+      );
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
     } finally {

@@ -42,6 +42,7 @@ describe('README examples', () => {
       'exactly-once-counter',
       'embedded-quick-start',
       'typed-tasks',
+      'results-and-waiting',
       'leases-and-fencing',
       'transactional-enqueue',
       'transactional-complete',
@@ -76,6 +77,8 @@ describe('README examples', () => {
       'rate-limits': /sent 6; limits 3\/500 ms, 2 at once\nthrottled: true, waited at least one window: true/,
       'dedupe-modes':
         /throttle: true false true\ndebounce: 1 job, rev 3\nreplace: true stale complete: false\nsurvivor: enqueued deduplicated\nbatch: true \[ false, false \] 5\n/,
+      'results-and-waiting':
+        /result: https:\/\/cdn\.example\.com\/cat-256\.png\nkept: 12345\nJOB_DEAD NOT_FOUND\nWAIT_TIMEOUT\nAbortError\n/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);
   });

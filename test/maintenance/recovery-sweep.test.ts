@@ -46,7 +46,7 @@ describe('recovery sweep at scale', () => {
       expect(rows).toHaveLength(1);
       await client.query('BEGIN');
       const explained = await client.query(
-        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${rows[0]?.name}(1000, 0, 0, '${lh.schema}_wakeup')`,
+        `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE ${rows[0]?.name}(1000, 0, 0, '${lh.schema}_wakeup', '${lh.schema}_finished')`,
       );
       await client.query('ROLLBACK');
       nodes = planNodes(explained.rows[0]['QUERY PLAN'][0].Plan);

@@ -47,6 +47,7 @@ describe('fenced batch writes at scale', () => {
         `array_fill('plan-check'::text, ARRAY[500])`,
         `array_fill('fenced'::text, ARRAY[500])`,
         `'${lh.schema}_wakeup'`,
+        `'${lh.schema}_finished'`,
       ];
       await client.query('BEGIN');
       const explained = await client.query(

@@ -23,7 +23,10 @@ export function jobsCommand(open: OpenContext = contextFromFlags): Command {
   const show = new Command('show')
     .description('show a job and its history: every attempt, who held it, how it ended')
     .argument('<id>', 'the job id', jobIdArgument)
-    .option('--payload', 'include the payload (left out by default: it may hold personal data)');
+    .option(
+      '--payload',
+      'include the payload, result and progress (left out by default: they may hold personal data)',
+    );
   addAdminOptions(show);
   show.addHelpText(
     'after',
@@ -37,7 +40,10 @@ Examples:
       getJob(context, id, { history: true }),
     )) as JobWithHistory | null;
     if (!job) throw new CliError(`no job ${id} (never created, or removed by retention)`);
-    const shown = flags.payload ? job : { ...job, payload: undefined };
+    // Like the payload, a result or progress detail is the user's data: shown only when asked for.
+    const shown = flags.payload
+      ? job
+      : { ...job, payload: undefined, result: undefined, progress: undefined };
     if (flags.json) printJson(shown);
     else print(describeJob(job, flags.payload === true));
   });
@@ -62,7 +68,11 @@ function describeJob(job: JobWithHistory, withPayload: boolean): string {
       `  last error: ${job.lastErrorCode}${job.lastErrorMessage ? ` ${oneLine(job.lastErrorMessage, 200)}` : ''}`,
     );
   }
-  if (withPayload) lines.push(`  payload: ${JSON.stringify(job.payload)}`);
+  if (withPayload) {
+    lines.push(`  payload: ${JSON.stringify(job.payload)}`);
+    if (job.progress !== null) lines.push(`  progress: ${JSON.stringify(job.progress)}`);
+    if (job.status === 'succeeded') lines.push(`  result: ${JSON.stringify(job.result)}`);
+  }
   lines.push('', 'history:');
   const rows = job.history.map((event) => [
     formatTime(event.at),
