@@ -1,6 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
+import { flowReleaseCte, flowWakeups } from './flow-release.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
 import { refusalCountingCte } from './refusals.js';
@@ -17,6 +18,9 @@ import { refusalCountingCte } from './refusals.js';
  * A completed head of an ordering key hands the key to its next job (claimable from this commit,
  * with a wake-up), and a job that held a per-key concurrency slot gives it back, both in this
  * statement; plain jobs write nothing for either (see ordering.ts and key-slots.ts).
+ * A completed flow parent (has_children) releases its children in this statement too: only the
+ * accepted rows of `changed` reach flowReleaseCte, so a refused (stale) completion releases nothing;
+ * a child whose last parent this was is claimable from this commit, with a wake-up (flow-release.ts).
  */
 const JobCompleteMany = defineStatement(
   'complete_jobs',
@@ -30,7 +34,7 @@ const JobCompleteMany = defineStatement(
     WHERE j.id = ANY (ARRAY(SELECT id FROM fenced))
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
               j.lease_token, j.lease_claim_id, j.created_at, j.claimed_at, j.lease_extensions,
-              j.ordering_key, j.concurrency_key, j.holds_key_slot
+              j.ordering_key, j.concurrency_key, j.holds_key_slot, j.has_children
   ),
   finished AS (
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
@@ -42,8 +46,11 @@ const JobCompleteMany = defineStatement(
   ),
   ${orderingAdvanceCte(s, 'changed')},
   ${keySlotsReleaseCte(s, 'changed')},
+  ${flowReleaseCte(s, 'changed')},
   ${refusalCountingCte(s, 'complete')}
-  SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken FROM changed`,
+  SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken,
+         ${flowWakeups('$6')} AS flow_woken
+  FROM changed`,
 );
 
 /** Completes the leases it can; returns the ids whose completion was accepted. */
