@@ -187,4 +187,13 @@ BEGIN
   RETURN granted;
 END
 $grant$;
-SELECT grant_roles();
+-- Applied now where any of the roles exists. Where none does, 006 already said how to create them and
+-- run grant_roles() (now this version); calling it here would only repeat that notice.
+DO $apply$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_roles
+             WHERE rolname IN ('leasehold_producer', 'leasehold_worker', 'leasehold_admin')) THEN
+    PERFORM grant_roles();
+  END IF;
+END
+$apply$;
