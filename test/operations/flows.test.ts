@@ -38,7 +38,12 @@ describe('flows', () => {
       { ref: 'c', queue: q, payload: { n: 'c' }, dependsOn: ['a'] },
       { ref: 'd', queue: q, payload: { n: 'd' }, dependsOn: ['b', 'c'] },
     ]);
-    expect(await statuses(lh, ids.d as string)).toEqual({ a: 'pending', b: 'waiting', c: 'waiting', d: 'waiting' });
+    expect(await statuses(lh, ids.d as string)).toEqual({
+      a: 'pending',
+      b: 'waiting',
+      c: 'waiting',
+      d: 'waiting',
+    });
     const first = await claimAll(lh, q);
     expect(refsOf(first, ids)).toEqual(['a']);
     expect(await lh.complete(first[0] as Lease)).toBe(true);
@@ -172,7 +177,12 @@ describe('flows', () => {
     await claimAll(lh, q);
     await expireLeases(pool, lh.schema, { ids: [ids.p as string] });
     expect(await lh.recoverExpired()).toEqual({ retried: 0, dead: 1 });
-    expect(await statuses(lh, ids.p as string)).toEqual({ p: 'dead', c: 'cancelled', r: 'pending', b: 'blocked' });
+    expect(await statuses(lh, ids.p as string)).toEqual({
+      p: 'dead',
+      c: 'cancelled',
+      r: 'pending',
+      b: 'blocked',
+    });
     expect(refsOf(await claimAll(lh, q), ids)).toEqual(['r']);
   });
 
@@ -186,7 +196,9 @@ describe('flows', () => {
     ]);
     await lh.cancel(ids.p as string, { reason: 'not needed' });
     expect(await statuses(lh, ids.p as string)).toEqual({ p: 'cancelled', c: 'cancelled', b: 'blocked' });
-    expect(await lh.blockedFlows()).toMatchObject([{ jobId: ids.p, status: 'cancelled', blockedChildren: 1 }]);
+    expect(await lh.blockedFlows()).toMatchObject([
+      { jobId: ids.p, status: 'cancelled', blockedChildren: 1 },
+    ]);
     expect(await claimAll(lh, q)).toEqual([]);
   });
 
@@ -284,4 +296,3 @@ describe('flows', () => {
     expect(await lh.getFlow(ids.a as string)).toBeNull();
   });
 });
-
