@@ -1,6 +1,7 @@
 import type { LeaseholdContext } from '../context.js';
 import { cancel } from '../operations/cancel.js';
 import { listDead } from '../operations/dead.js';
+import { getFlow } from '../operations/flows.js';
 import { getJob } from '../operations/jobs.js';
 import { blockedKeys } from '../operations/ordering.js';
 import { replay } from '../operations/replay.js';
@@ -19,5 +20,7 @@ export function dashboardApi(context: LeaseholdContext) {
     getJob: (id: string, options: { history: true }) => getJob(context, id, options),
     replay: (ids: string[], options: Parameters<typeof replay>[3]) => replay(pool, schema, ids, options),
     cancel: (id: string, options: Parameters<typeof cancel>[3]) => cancel(pool, schema, id, options),
+    // Flows (issue 16): the job page's flow section.
+    getFlow: (id: string) => getFlow(context, id),
   };
 }

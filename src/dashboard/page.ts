@@ -234,7 +234,7 @@ async function deadList() {
 let showPayload = false;
 
 async function jobView(id) {
-  const { job } = await getJson('/api/jobs/' + id + (showPayload ? '?payload=1' : ''));
+  const { job, flow } = await getJson('/api/jobs/' + id + (showPayload ? '?payload=1' : ''));
   if (!job) { main.replaceChildren(el('h1', {}, 'No job ' + id)); return; }
   const lastError = [job.lastErrorCode, job.lastErrorClass && '(' + job.lastErrorClass + ')', job.lastErrorMessage]
     .filter(Boolean).join(' ');
@@ -271,7 +271,21 @@ async function jobView(id) {
     el('h2', {}, 'History'),
     el('table', { id: 'history' },
       el('thead', {}, el('tr', {}, ...['at', 'event', 'status after', 'attempt', 'who', 'detail'].map((h) => el('th', {}, h)))),
-      el('tbody', {}, ...history)));
+      el('tbody', {}, ...history)),
+    ...flowSection(flow, job.id));
+}
+
+// Flows (issue 16): the graph this job belongs to, one row per job (the first 200), its parents named.
+function flowSection(flow, here) {
+  if (!flow) return [];
+  const rows = flow.nodes.slice(0, 200).map((n) => el('tr', { 'data-status': n.status, class: n.id === here ? 'here' : '' },
+    el('td', {}, el('a', { href: '/jobs/' + n.id }, n.ref)), el('td', {}, n.status),
+    el('td', {}, n.dependsOn.slice(0, 5).join(', ') + (n.dependsOn.length > 5 ? ' +' + (n.dependsOn.length - 5) : '')),
+    el('td', {}, n.onParentDead)));
+  return [el('h2', {}, 'Flow ' + flow.flowId + ' (' + flow.nodes.length + ' jobs)'),
+    el('table', { id: 'flow' },
+      el('thead', {}, el('tr', {}, ...['job', 'status', 'depends on', 'if parent dead'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, ...rows))];
 }
 
 async function render() {

@@ -186,7 +186,8 @@ export async function startDashboard(
     const job = await lh.getJob(id, { history: true });
     if (!job) return { job: null };
     const { payload, ...rest } = job;
-    return { job: { ...rest, payloadPreview: withPayload ? preview(payload) : null } };
+    const flow = await lh.getFlow(id);
+    return { job: { ...rest, payloadPreview: withPayload ? preview(payload) : null }, flow };
   }
 
   await new Promise<void>((resolve, reject) => {
