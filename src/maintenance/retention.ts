@@ -2,8 +2,8 @@ import type pg from 'pg';
 import { DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_LIMIT, DEFAULT_SUCCEEDED_RETENTION_MS } from '../defaults.js';
 import { isLeaseholdError, PermissionError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
-import { withMaintenanceLock } from '../storage/maintenance-lock.js';
 import { pruneFlowsBatch } from '../storage/flows.js';
+import { withMaintenanceLock } from '../storage/maintenance-lock.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 

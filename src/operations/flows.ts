@@ -76,7 +76,10 @@ export interface FlowView {
 }
 
 /** `lh.getFlow(id)`: the flow holding job `id`, or null (not in a flow, or pruned). */
-export async function getFlow(context: LeaseholdContext, id: string | bigint | number): Promise<FlowView | null> {
+export async function getFlow(
+  context: LeaseholdContext,
+  id: string | bigint | number,
+): Promise<FlowView | null> {
   const jobId = assertJobId(id);
   const rows = await readFlowNodes(context.pool, context.schema, jobId);
   const first = rows[0];

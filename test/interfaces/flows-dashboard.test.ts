@@ -18,14 +18,15 @@ describe('the dashboard job page shows its flow', () => {
     ]);
     const answer = await fetch(`${d.url}/api/jobs/${ids.b}`);
     expect(answer.status).toBe(200);
-    const body = await answer.json();
+    const body = (await answer.json()) as { job: { id: string }; flow: { nodes: unknown[] } };
     expect(body.job.id).toBe(ids.b);
     expect(body.flow.nodes).toEqual([
       expect.objectContaining({ ref: 'a', id: ids.a, status: 'pending', dependsOn: [] }),
       expect.objectContaining({ ref: 'b', id: ids.b, status: 'waiting', dependsOn: ['a'] }),
     ]);
     const plain = await lh.enqueue('dash', {});
-    expect((await (await fetch(`${d.url}/api/jobs/${plain.id}`)).json()).flow).toBeNull();
+    const plainAnswer = (await (await fetch(`${d.url}/api/jobs/${plain.id}`)).json()) as { flow: unknown };
+    expect(plainAnswer.flow).toBeNull();
     // The page's script draws the section from that answer.
     const page = await (await fetch(`${d.url}/jobs/${ids.b}`)).text();
     expect(page).toContain('function flowSection(flow, here)');
