@@ -2,39 +2,34 @@ import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 
 /**
+ * FlowIdsDraw: draws $1 job ids from the jobs sequence for a flow about to be inserted. Ids drawn by
+ * a flow that is then not inserted (refused, rolled back) are skipped, as any failed insert's are.
+ * Writes no row.
+ */
+const FlowIdsDraw = defineStatement(
+  'draw_flow_ids',
+  (s) => `
+  SELECT array_agg(nextval(pg_get_serial_sequence('${s}.jobs', 'id')))::text[] AS ids
+  FROM generate_series(1, $1::integer)`,
+);
+
+/**
  * FlowInsert: (nothing) -> pending, for a whole flow in one statement (all or nothing): the flow
- * row, every job, its node row (ref, onParentDead) and every edge. Each node travels as parallel
- * arrays zipped by ROWS FROM ... WITH ORDINALITY, its job id drawn from the jobs sequence in input
- * order; edges travel as (parent, child) ordinal pairs and are joined to those ids. A node with
- * parents is inserted with waiting_parents set to their number: outside jobs_claimable_idx until the
- * statements accepting its parents' completions bring it to 0. A node with children carries
+ * row, every job (with the ids FlowIdsDraw drew), its node row (ref, onParentDead) and every edge
+ * (parent and child ids, resolved in the client). Every column travels as an array, zipped by
+ * unnest: no join, so the plan stays cheap whatever the graph's size (joining edges to nodes here
+ * made the planner expect millions of rows and spend seconds compiling it with JIT). A node with
+ * parents is inserted with waiting_parents set to their number: outside jobs_claimable_idx until
+ * the statements accepting its parents' completions bring it to 0. A node with children carries
  * has_children, which is what lets those statements find the edges. Notifies the queues of the
  * nodes claimable at once (delivered on commit, folded per transaction).
  */
 const FlowInsert = defineStatement(
   'enqueue_flow',
   (s) => `
-  WITH items AS MATERIALIZED (
-    SELECT nextval(pg_get_serial_sequence('${s}.jobs', 'id')) AS id, i.*
-    FROM ROWS FROM (
-      unnest($1::text[]),
-      unnest($2::text[]),
-      unnest($3::integer[]),
-      unnest($4::timestamptz[]),
-      unnest($5::double precision[]),
-      unnest($6::integer[]),
-      unnest($7::text[]),
-      unnest($8::text[]),
-      unnest($9::text[]),
-      unnest($10::integer[]),
-      unnest($11::boolean[])
-    ) WITH ORDINALITY AS i(queue_name, payload, priority, run_at, delay_ms, max_attempts, concurrency_key,
-                           ref, on_parent_dead, waiting_parents, has_children, ord)
-    ORDER BY i.ord
-  ),
-  flow AS (
+  WITH flow AS (
     INSERT INTO ${s}.flows (node_count)
-    SELECT count(*) FROM items
+    VALUES (cardinality($1::bigint[]))
     RETURNING id
   ),
   inserted AS (
@@ -44,30 +39,29 @@ const FlowInsert = defineStatement(
     SELECT i.id, i.queue_name, i.payload::jsonb, i.priority,
            coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts,
            i.concurrency_key, i.waiting_parents, i.has_children
-    FROM items AS i
-    ORDER BY i.id
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[],
+                $6::double precision[], $7::integer[], $8::text[], $10::integer[], $11::boolean[])
+      AS i(id, queue_name, payload, priority, run_at, delay_ms, max_attempts, concurrency_key,
+           waiting_parents, has_children)
     RETURNING id
   ),
   nodes AS (
     INSERT INTO ${s}.flow_nodes (job_id, flow_id, ref, on_parent_dead)
-    SELECT i.id, flow.id, i.ref, i.on_parent_dead FROM items AS i CROSS JOIN flow
+    SELECT n.id, flow.id, n.ref, n.on_parent_dead
+    FROM unnest($1::bigint[], $9::text[], $12::text[]) AS n(id, ref, on_parent_dead) CROSS JOIN flow
   ),
   edges AS (
     INSERT INTO ${s}.job_dependencies (parent_id, child_id, flow_id)
-    SELECT p.id, c.id, flow.id
-    FROM unnest($12::bigint[], $13::bigint[]) AS e(parent_ord, child_ord)
-    JOIN items AS p ON p.ord = e.parent_ord
-    JOIN items AS c ON c.ord = e.child_ord
-    CROSS JOIN flow
+    SELECT e.parent_id, e.child_id, flow.id
+    FROM unnest($13::bigint[], $14::bigint[]) AS e(parent_id, child_id) CROSS JOIN flow
   ),
   woken AS (
-    SELECT count(pg_notify($14, q.queue_name)) AS n
-    FROM (SELECT DISTINCT queue_name FROM items WHERE waiting_parents = 0) AS q
+    SELECT count(pg_notify($15, q.queue_name)) AS n
+    FROM (SELECT DISTINCT queue_name
+          FROM unnest($2::text[], $10::integer[]) AS r(queue_name, waiting_parents)
+          WHERE waiting_parents = 0) AS q
   )
-  SELECT flow.id::text AS flow_id,
-         (SELECT array_agg(id ORDER BY ord)::text[] FROM items) AS ids,
-         (SELECT count(*) FROM inserted)::int AS inserted,
-         woken.n AS woken
+  SELECT flow.id::text AS flow_id, (SELECT count(*) FROM inserted)::int AS inserted, woken.n AS woken
   FROM flow, woken`,
 );
 
@@ -88,8 +82,9 @@ export interface NewFlowNode {
 }
 
 /**
- * Inserts a flow in one statement; returns the flow id and the job ids in node order. `edges` are
- * [parent index, child index] pairs into `nodes` (0-based).
+ * Inserts a flow: its job ids drawn first, then everything in one statement (all or nothing);
+ * returns the flow id and the job ids in node order. `edges` are [parent index, child index] pairs
+ * into `nodes` (0-based).
  */
 export async function insertFlow(
   db: Queryable,
@@ -97,7 +92,10 @@ export async function insertFlow(
   nodes: readonly NewFlowNode[],
   edges: readonly (readonly [number, number])[],
 ): Promise<{ flowId: string; ids: string[] }> {
-  const rows = await run<{ flow_id: string; ids: string[] }>(db, FlowInsert(schema), [
+  const drawn = await run<{ ids: string[] }>(db, FlowIdsDraw(schema), [nodes.length]);
+  const ids = drawn[0]?.ids ?? [];
+  const rows = await run<{ flow_id: string }>(db, FlowInsert(schema), [
+    ids,
     nodes.map((n) => n.queue),
     nodes.map((n) => n.payloadJson),
     nodes.map((n) => n.priority),
@@ -106,15 +104,14 @@ export async function insertFlow(
     nodes.map((n) => n.maxAttempts),
     nodes.map((n) => n.concurrencyKey),
     nodes.map((n) => n.ref),
-    nodes.map((n) => n.onParentDead),
     nodes.map((n) => n.parents),
     nodes.map((n) => n.hasChildren),
-    edges.map((e) => e[0] + 1),
-    edges.map((e) => e[1] + 1),
+    nodes.map((n) => n.onParentDead),
+    edges.map((e) => ids[e[0]]),
+    edges.map((e) => ids[e[1]]),
     wakeupChannel(schema),
   ]);
-  const row = rows[0];
-  return { flowId: row?.flow_id as string, ids: row?.ids ?? [] };
+  return { flowId: rows[0]?.flow_id as string, ids };
 }
 
 /**

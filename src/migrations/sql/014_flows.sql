@@ -161,9 +161,10 @@ BEGIN
     CREATE POLICY worker_updates_live_jobs ON jobs AS RESTRICTIVE FOR UPDATE TO leasehold_worker
       USING (status IN ('pending', 'running'))
       -- A worker's fail or sweep that makes a flow parent dead cancels its 'cancel' children (014),
-      -- and only those: the cancel carries the PARENT_DEAD code.
+      -- and only those: the cancel carries the PARENT_DEAD code. Compared as text: a fresh schema
+      -- migrates in one transaction, and the enum value 'cancelled' (002) may not be used in it.
       WITH CHECK (status IN ('pending', 'running', 'dead')
-                  OR (status = 'cancelled' AND last_error_code = 'PARENT_DEAD'));
+                  OR (status::text = 'cancelled' AND last_error_code = 'PARENT_DEAD'));
     CREATE POLICY worker_deletes_running_jobs ON jobs AS RESTRICTIVE FOR DELETE TO leasehold_worker
       USING (status = 'running');
     CREATE POLICY worker_appends_attempt_events ON job_events AS RESTRICTIVE FOR INSERT TO leasehold_worker
