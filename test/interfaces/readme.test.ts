@@ -46,6 +46,7 @@ describe('README examples', () => {
       'transactional-enqueue',
       'transactional-complete',
       'worker-options',
+      'flows',
     ]);
   });
 
@@ -68,6 +69,8 @@ describe('README examples', () => {
       'typed-tasks':
         /^VALIDATION payload: does not match task resize-image's schema: url: .*\nserving \[ 'resize-image' \] \[ 'other', 'resize-image' \]\n[\s\S]*resizing https:\/\/example\.com\/cat\.png to 256\n[\s\S]*PAYLOAD_SCHEMA 1\n/,
       'worker-options': /completed[\s\S]*dead|dead[\s\S]*completed/,
+      flows:
+        /fetched (users|orders)\nfetched (users|orders)\nmerging users:succeeded orders:succeeded\nusers=succeeded orders=succeeded merge=succeeded/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);
   });
