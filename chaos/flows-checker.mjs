@@ -54,11 +54,13 @@ export function flowInvariants(facts) {
     {
       name: 'flow child runs started before all their parents succeeded',
       value: `${facts.early_runs} of ${facts.child_runs}`,
+      bound: '= 0',
       ok: facts.early_runs === 0,
     },
     {
       name: 'flow children still waiting for parents that all succeeded',
-      value: String(facts.stranded),
+      value: facts.stranded,
+      bound: '= 0',
       ok: facts.stranded === 0,
     },
   ];

@@ -9,6 +9,7 @@ import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/li
 import { Leasehold } from '../dist/index.js';
 import { check } from './checker.mjs';
 import { skewRecord } from './faults.mjs';
+import { checkFlows, flowInvariants } from './flows-checker.mjs';
 import { runNemesis } from './nemesis.mjs';
 import { parseOptions } from './options.mjs';
 import { produce } from './producer.mjs';
@@ -133,6 +134,7 @@ async function main() {
       rng: seededRandom(options.seed * 2),
       maxAttempts: options.maxAttempts,
       counterPct: options.counterPct,
+      flowPct: options.flowPct,
       shouldStop: () => false,
       log,
     }).then((result) => {
@@ -181,6 +183,11 @@ async function main() {
       requestedKinds: options.faults,
     };
     const rules = invariants(facts, run);
+    // Flows (--flow-pct): every child ran after all its parents succeeded, none left stranded.
+    if (options.flowPct > 0) {
+      facts.flows = await checkFlows(admin);
+      rules.push(...flowInvariants(facts.flows));
+    }
     console.log('');
     console.log(formatReport(facts, rules, run));
     console.log('');

@@ -19,6 +19,8 @@ const INTEGER_FLAGS = {
   seed: [1, 0, 2 ** 31 - 1],
   // Percent of the worker's plain jobs that bump a per-job counter in job.transaction instead.
   'counter-pct': [10, 0, 100],
+  // Percent of the produced units that are flows (a diamond, or 1 -> 8 -> 1) instead of single jobs.
+  'flow-pct': [0, 0, 100],
 };
 
 const USAGE = `Usage: npm run chaos -- [flags]
@@ -32,7 +34,9 @@ until the last job is enqueued. With 'skew' two of the workers run with their cl
 ahead and behind. The harness always starts its own PostgreSQL (it must crash and restart it);
 DATABASE_URL is ignored. --counter-pct 100 makes every worker job (all but the
 hand-completed and effects-ledger ones) bump its own counter row in job.transaction: the checker
-then proves the counter total equals the number of those jobs, each row bumped exactly once. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
+then proves the counter total equals the number of those jobs, each row bumped exactly once.
+--flow-pct N makes N% of the produced units flows (lh.enqueueFlow: a diamond, or 1 -> 8 -> 1):
+the checker then also proves every child ran after all its parents succeeded. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
 
 /** Parses argv (without node and script) into options; exits with usage on a bad flag. */
 export function parseOptions(argv) {
