@@ -9,6 +9,7 @@ import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/li
 import { Leasehold } from '../dist/index.js';
 import { check } from './checker.mjs';
 import { skewRecord } from './faults.mjs';
+import { checkFlows, flowInvariants } from './flows-checker.mjs';
 import {
   formatLimited,
   LIMITED_QUEUE,
@@ -165,6 +166,7 @@ async function main() {
       rng: seededRandom(options.seed * 2),
       maxAttempts: options.maxAttempts,
       counterPct: options.counterPct,
+      flowPct: options.flowPct,
       shouldStop: () => false,
       log,
     }).then((result) => {
@@ -223,6 +225,11 @@ async function main() {
         limitedSettings,
       );
       rules.push(...limitedInvariants(facts.limited));
+    }
+    // Flows (--flow-pct): every child ran after all its parents succeeded, none left stranded.
+    if (options.flowPct > 0) {
+      facts.flows = await checkFlows(admin);
+      rules.push(...flowInvariants(facts.flows));
     }
     console.log('');
     console.log(formatReport(facts, rules, run));

@@ -25,6 +25,8 @@ const INTEGER_FLAGS = {
   'rate-max': [5, 1, 1000],
   'rate-per-ms': [200, 10, 60_000],
   'limited-concurrency': [3, 1, 100],
+  // Percent of the produced units that are flows (a diamond, or 1 -> 8 -> 1) instead of single jobs.
+  'flow-pct': [0, 0, 100],
 };
 
 const USAGE = `Usage: npm run chaos -- [flags]
@@ -42,7 +44,9 @@ then proves the counter total equals the number of those jobs, each row bumped e
 --limited-jobs N adds a backlog of N jobs on a rate- and concurrency-limited queue (its own schema,
 served by every worker): the checker then proves no --rate-per-ms window held more than --rate-max
 starts (claims, and handler starts), the limit was reached, and no more than --limited-concurrency
-leases were live or handlers ran at once (a handler past its lease excepted). Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
+leases were live or handlers ran at once (a handler past its lease excepted).
+--flow-pct N makes N% of the produced units flows (lh.enqueueFlow: a diamond, or 1 -> 8 -> 1):
+the checker then also proves every child ran after all its parents succeeded. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
 
 /** Parses argv (without node and script) into options; exits with usage on a bad flag. */
 export function parseOptions(argv) {

@@ -3,6 +3,7 @@
 // the jobs that must never be lost. An enqueue that fails is retried as new jobs; it must fail
 // with a typed Leasehold error, and no call may hang.
 import { isLeaseholdError } from '../dist/index.js';
+import { enqueueFlowJobs, makeFlow } from './flows-producer.mjs';
 
 const TICK_MS = 50;
 const MAX_BATCH = 200;
@@ -21,18 +22,49 @@ export function makeJob(rng, counterPct = 0) {
 }
 
 /** Produces `jobs` jobs over `durationMs`; resolves with what was acknowledged and every error seen. */
-export async function produce({ lh, jobs, durationMs, rng, maxAttempts, shouldStop, log, counterPct = 0 }) {
+export async function produce({
+  lh,
+  jobs,
+  durationMs,
+  rng,
+  maxAttempts,
+  shouldStop,
+  log,
+  counterPct = 0,
+  flowPct = 0,
+}) {
   const acked = []; // { id, queue, mode, delayMs }
   const errors = { total: 0, untyped: 0, samples: [] };
   let slowestMs = 0;
   let made = 0;
   const startedAt = performance.now();
   const pending = [];
+  const pendingFlows = []; // --flow-pct: whole flows, each enqueued in one call
   while (acked.length < jobs && !shouldStop()) {
     const due = Math.min(jobs, Math.ceil((jobs * (performance.now() - startedAt)) / durationMs));
     while (made < due) {
+      if (flowPct > 0 && rng() < flowPct / 100) {
+        const flow = makeFlow(rng);
+        pendingFlows.push(flow);
+        made += flow.length;
+        continue;
+      }
       pending.push(makeJob(rng, counterPct));
       made++;
+    }
+    if (pendingFlows.length > 0) {
+      const flow = pendingFlows[0];
+      try {
+        const ids = await enqueueFlowJobs(lh, flow, maxAttempts);
+        pendingFlows.shift();
+        for (const [i, id] of ids.entries())
+          acked.push({ id, queue: flow[i].queue, mode: 'plain', delayMs: 0 });
+      } catch (err) {
+        errors.total++;
+        if (!isLeaseholdError(err)) errors.untyped++;
+        await sleep(200);
+      }
+      continue;
     }
     if (pending.length === 0) {
       await sleep(TICK_MS);

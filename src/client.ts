@@ -21,6 +21,15 @@ import { type CancelOptions, type CancelResult, cancel } from './operations/canc
 import { type DeadJobPage, type ListDeadOptions, listDead } from './operations/dead.js';
 import { enqueue, enqueueMany } from './operations/enqueue.js';
 import { enqueueTask, enqueueTaskMany } from './operations/enqueue-task.js';
+import {
+  type BlockedFlow,
+  blockedFlows,
+  type EnqueueFlowResult,
+  enqueueFlow,
+  type FlowNode,
+  type FlowView,
+  getFlow,
+} from './operations/flows.js';
 import { checkHealth, type HealthReport, type HealthRules, oldestStatement } from './operations/health.js';
 import { getJob } from './operations/jobs.js';
 import { claim, complete, completeMany, fail, heartbeat, snooze } from './operations/leases.js';
@@ -52,7 +61,6 @@ import {
   unschedule,
 } from './operations/schedules.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
-import type { IdleRunResult } from './runtime/idle-run.js';
 import {
   type EnqueueAndWaitOptions,
   enqueueAndWait,
@@ -60,6 +68,7 @@ import {
   type WaitForResult,
   waitFor,
 } from './operations/wait-for.js';
+import type { IdleRunResult } from './runtime/idle-run.js';
 import type { AnyTask, TaskPayload, TaskResult } from './runtime/task.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import type { Queryable } from './storage/db.js';
@@ -351,6 +360,27 @@ export class Leasehold {
   /** One scheduler pass now (workers run one every second): fires every due tick, one job each. */
   runSchedules(): Promise<SchedulerResult> {
     return runSchedules(this.#context);
+  }
+
+  // Flows (issue 16): jobs that depend on jobs.
+
+  /**
+   * Enqueues a graph of jobs in one statement, all or nothing (joining `client`'s transaction): a
+   * job runs once every job it `dependsOn` succeeded. Cycles, unknown or duplicate refs and graphs
+   * over the bounds are a `ValidationError`, nothing written. Returns the job ids by ref.
+   */
+  enqueueFlow(nodes: readonly FlowNode[], options?: { client?: Queryable }): Promise<EnqueueFlowResult> {
+    return enqueueFlow(this.#context, nodes, options);
+  }
+
+  /** The flow holding job `id`: every node with its status and parents; null when none. */
+  getFlow(id: string | bigint | number): Promise<FlowView | null> {
+    return getFlow(this.#context, id);
+  }
+
+  /** Flows stalled on a dead or cancelled job, longest stalled first: replay the job to resume. */
+  blockedFlows(options?: { limit?: number }): Promise<BlockedFlow[]> {
+    return blockedFlows(this.#context, options);
   }
 
   /** Creates a worker that runs handlers for the given queues and tasks. Call `start()` on it. */

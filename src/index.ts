@@ -55,6 +55,16 @@ export type { WorkerMetrics, WorkerMetricsOptions } from './observability/worker
 export { createWorkerMetrics } from './observability/worker-metrics.js';
 export type { CancelOptions, CancelResult } from './operations/cancel.js';
 export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
+export type {
+  BlockedFlow,
+  EnqueueFlowResult,
+  FlowNode,
+  FlowNodeStatus,
+  FlowNodeView,
+  FlowView,
+  OnParentDead,
+} from './operations/flows.js';
+export { MAX_FLOW_BYTES, MAX_FLOW_EDGES, MAX_FLOW_NODES } from './operations/flows.js';
 export type { HealthFailure, HealthReport, HealthRules } from './operations/health.js';
 export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
 export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
@@ -80,7 +90,7 @@ export type { EnqueueAndWaitOptions, WaitForOptions, WaitForResult } from './ope
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
-export type { AbortReason, JobContext, JobTransaction } from './runtime/job-context.js';
+export type { AbortReason, JobContext, JobParent, JobTransaction } from './runtime/job-context.js';
 export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } from './runtime/job-errors.js';
 export { RESULT_ERROR_CODES } from './runtime/job-output.js';
 export type { JobTransactionOptions, TransactionAdapter } from './runtime/job-transaction.js';

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { contextFromFlags, type OpenContext } from './admin.js';
 import { cancelCommand } from './commands/cancel.js';
 import { deadCommand } from './commands/dead-list.js';
+import { flowsCommand } from './commands/flows-show.js';
 import { jobsCommand } from './commands/jobs-show.js';
 import { pauseCommand } from './commands/pause.js';
 import { pruneCommand } from './commands/prune.js';
@@ -26,5 +27,6 @@ export function adminCommands(interrupt: Interrupt, open: OpenContext = contextF
     resumeCommand(open),
     pruneCommand(open),
     schedulesCommand(open),
+    flowsCommand(open),
   ];
 }

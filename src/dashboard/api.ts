@@ -11,13 +11,14 @@ import { cancel } from '../operations/cancel.js';
 import { listDead } from '../operations/dead.js';
 import { enqueue } from '../operations/enqueue.js';
 import { enqueueTask } from '../operations/enqueue-task.js';
+import { getFlow } from '../operations/flows.js';
 import { getJob } from '../operations/jobs.js';
 import { MetricsRollupService, readMetricsHistory } from '../operations/metrics-history.js';
 import { blockedKeys } from '../operations/ordering.js';
 import { setQueuePaused } from '../operations/queue-settings.js';
 import { replay } from '../operations/replay.js';
-import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/search.js';
 import { listSchedules } from '../operations/schedules.js';
+import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/search.js';
 import { readStats } from '../operations/stats.js';
 import type { AnyTask } from '../runtime/task.js';
 import { listJobEffects } from '../storage/effects-read.js';
@@ -53,6 +54,8 @@ export function dashboardApi(context: LeaseholdContext) {
     // Cron schedules with their next and last tick; payloads left out (they may hold personal data).
     schedules: async () =>
       (await listSchedules(context, { limit: 100 })).map(({ payload: _payload, ...schedule }) => schedule),
+    // Flows (issue 16): the job page's flow section.
+    getFlow: (id: string) => getFlow(context, id),
   };
 }
 

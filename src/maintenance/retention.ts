@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_LIMIT, DEFAULT_SUCCEEDED_RETENTION_MS } from '../defaults.js';
 import { isLeaseholdError, PermissionError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
+import { pruneFlowsBatch } from '../storage/flows.js';
 import { withMaintenanceLock } from '../storage/maintenance-lock.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
@@ -38,7 +39,7 @@ export type BatchRunner = <T>(batch: (db: Queryable) => Promise<T>) => Promise<T
 
 /**
  * One retention pass: succeeded jobs past their retention, then dead and cancelled jobs past their
- * queue's dead retention, each in bounded batches (each its own short transaction), until a batch
+ * queue's dead retention, then flows whose jobs are all gone (not counted in the result), each in bounded batches (each its own short transaction), until a batch
  * comes back short or `limit` rows of a kind were removed. A batch the runner refuses ends the pass
  * (another process is pruning and goes on); refused at the first batch, the pass is `skipped`.
  */
@@ -77,6 +78,16 @@ export async function prunePass(
     if (batch === null) return result;
     result.terminal += batch.removed;
     if (batch.seen < batchLimit) break;
+  }
+  // Flows none of whose jobs has a record left (nodes and edges go with them), paged by flow id.
+  let flowCursor: string | null = '0';
+  let flowsSeen = 0;
+  while (flowCursor !== null && flowsSeen < options.limit) {
+    const after: string = flowCursor;
+    const batch = await next((db) => pruneFlowsBatch(db, schema, options.batchSize, after));
+    if (batch === null) return result;
+    flowsSeen += batch.seen;
+    flowCursor = batch.next;
   }
   return result;
 }

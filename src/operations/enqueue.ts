@@ -142,8 +142,8 @@ async function enqueueBatch(
   return { ids };
 }
 
-// Validates one job's fields into the row the insert statements take.
-function newJob(
+/** Validates one job's fields into the row the insert statements take (also used by enqueueFlow). */
+export function newJob(
   context: LeaseholdContext,
   item: {
     payload?: unknown;

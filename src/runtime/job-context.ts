@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
+import { readParents } from '../storage/flow-read.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { type EffectSpec, runEffect } from './effects.js';
 import { SnoozeError } from './job-errors.js';
@@ -22,6 +23,18 @@ import {
 export interface JobTransaction {
   <T>(fn: (client: pg.PoolClient) => Promise<T> | T): Promise<T>;
   <Tx, T>(fn: (tx: Tx) => Promise<T> | T, options: JobTransactionOptions<Tx>): Promise<T>;
+}
+
+/** A parent of a flow job, as `job.parents()` returns it. */
+export interface JobParent {
+  /** The parent's job id. */
+  id: string;
+  /** Its ref in the flow. */
+  ref: string;
+  /** 'succeeded', or 'dead' / 'cancelled' (a child with onParentDead 'run'), or 'removed' by retention. */
+  status: string;
+  /** The parent handler's return value (finished_jobs.result); null unless it succeeded. */
+  result: unknown;
 }
 
 /** Why a running job's signal was aborted. */
@@ -68,6 +81,8 @@ export interface JobContext<Payload = unknown> {
    * or neither (exactly-once effects on your own tables). See `JobTransaction`.
    */
   readonly transaction: JobTransaction;
+  /** This job's parents in its flow (ids, statuses, results), read in one query when called; [] outside a flow. */
+  parents(): Promise<JobParent[]>;
 }
 
 // The `with` of job.transaction's options, checked: an adapter from leasehold/kysely, /knex...
@@ -122,6 +137,7 @@ export class ActiveJob implements JobContext {
   // Created on first use: most handlers of short jobs never look at their signal, and an
   // AbortController per job is a measurable share of a no-op job's cost.
   #controller: AbortController | null = null;
+  readonly #store: EffectStore;
 
   /** When the run started. */
   readonly startedAt: number;
@@ -177,6 +193,7 @@ export class ActiveJob implements JobContext {
     this.token = lease.token;
     this.owner = lease.owner;
     this.idempotencyKey = idempotencyKey;
+    this.#store = store;
     this.startedAt = performance.now();
     this.lastRenewalSentAt = claimSentAt;
     this.deadline = claimSentAt + leaseMs - margin;
@@ -244,6 +261,10 @@ export class ActiveJob implements JobContext {
 
   snooze(delayMs: number): never {
     throw new SnoozeError(delayMs);
+  }
+
+  parents(): Promise<JobParent[]> {
+    return readParents(this.#store.db, this.#store.schema, this.id);
   }
 
   /** Aborts the handler's signal once, recording why. */

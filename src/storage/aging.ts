@@ -27,10 +27,10 @@ export const JobAgePending = defineStatement(
   ),
   levels AS (
     SELECT (SELECT max(priority) FROM ${s}.jobs
-            WHERE queue_name = $1 AND status = 'pending' AND NOT awaits_predecessor) AS p
+            WHERE queue_name = $1 AND status = 'pending' AND NOT awaits_predecessor AND waiting_parents = 0) AS p
     UNION ALL
     SELECT (SELECT max(priority) FROM ${s}.jobs
-            WHERE queue_name = $1 AND status = 'pending' AND NOT awaits_predecessor AND priority < l.p)
+            WHERE queue_name = $1 AND status = 'pending' AND NOT awaits_predecessor AND waiting_parents = 0 AND priority < l.p)
     FROM levels AS l
     WHERE l.p IS NOT NULL
   ),
@@ -41,7 +41,7 @@ export const JobAgePending = defineStatement(
     CROSS JOIN LATERAL (
       SELECT j.id
       FROM ${s}.jobs AS j
-      WHERE j.queue_name = $1 AND j.status = 'pending' AND NOT j.awaits_predecessor
+      WHERE j.queue_name = $1 AND j.status = 'pending' AND NOT j.awaits_predecessor AND j.waiting_parents = 0
         AND j.priority = l.p
         AND j.available_at <= now() - cfg.step_ms * interval '1 millisecond'
         AND (j.base_priority IS NULL OR j.priority < j.base_priority + cfg.cap)

@@ -1,6 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
+import { flowParentDeadCtes, flowWakeups } from './flow-release.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
 
@@ -14,11 +15,13 @@ import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderi
  * A cancelled job leaves its ordering key's line (a gap does not block: when it was the head, the
  * next job becomes claimable in this statement), and a running one gives back its per-key slot.
  * A job someone waits for is announced on $5 (finish-notices.ts).
+ * A cancelled flow node counts as a dead parent for its children: their onParentDead policy applies
+ * in this statement (flow-release.ts).
  */
 const JobCancel = defineStatement(
   'cancel_job',
   (s) => `
-  WITH target AS (
+  WITH RECURSIVE target AS (
     SELECT id, status, lease_owner, lease_token, lease_claim_id, claimed_at, lease_extensions,
            attempt_count, holds_key_slot
     FROM ${s}.jobs
@@ -42,8 +45,9 @@ const JobCancel = defineStatement(
     RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
               target.lease_claim_id, target.claimed_at, target.lease_extensions, target.attempt_count,
               j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot,
-              j.notify_on_finish
+              j.notify_on_finish, j.has_children
   ),
+  ${flowParentDeadCtes(s, 'changed')},
   ${orderingAdvanceCte(s, 'changed')},
   ${keySlotsReleaseCte(s, 'changed')},
   recorded AS (
@@ -62,10 +66,10 @@ const JobCancel = defineStatement(
   ${finishNoticesCte('changed', 'notify_on_finish', '$5')}
   SELECT target.status::text AS status, changed.id IS NOT NULL AS cancelled,
          ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken,
-         ${finishNoticesSent()} AS announced
+         ${finishNoticesSent()} AS announced, ${flowWakeups('$4')} AS flow_woken
   FROM target LEFT JOIN changed USING (id)
   UNION ALL
-  SELECT 'succeeded', false, '{}', 0, 0 FROM ${s}.finished_jobs WHERE id = $1`,
+  SELECT 'succeeded', false, '{}', 0, 0, 0 FROM ${s}.finished_jobs WHERE id = $1`,
 );
 
 /** What cancel found: the job's status before (null: no such job) and whether it cancelled it. */
@@ -99,7 +103,7 @@ export async function cancelJob(
 const JobCancelListed = defineStatement(
   'cancel_listed',
   (s) => `
-  WITH locked AS (
+  WITH RECURSIVE locked AS (
     SELECT id, status, queue_name, ordering_key, lease_owner, lease_token, lease_claim_id, claimed_at,
            lease_extensions, attempt_count, holds_key_slot
     FROM ${s}.jobs
@@ -128,8 +132,10 @@ const JobCancelListed = defineStatement(
     WHERE j.id = target.id AND j.status IN ('pending', 'running')
     RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
               target.lease_claim_id, target.claimed_at, target.lease_extensions, target.attempt_count,
-              j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot
+              j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot,
+              j.has_children
   ),
+  ${flowParentDeadCtes(s, 'changed')},
   ${orderingAdvanceCte(s, 'changed')},
   ${keySlotsReleaseCte(s, 'changed')},
   recorded AS (
@@ -147,7 +153,8 @@ const JobCancelListed = defineStatement(
   )
   SELECT (SELECT count(*) FROM changed)::int AS cancelled,
          (SELECT count(*) FROM locked)::int - (SELECT count(*) FROM changed)::int AS left_over,
-         ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken`,
+         ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken,
+         ${flowWakeups('$4')} AS flow_woken`,
 );
 
 /**

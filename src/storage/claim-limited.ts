@@ -32,6 +32,7 @@ export const JobClaimManyLimited = defineStatement(
     WHERE queue_name = $1
       AND status = 'pending'
       AND NOT awaits_predecessor
+      AND waiting_parents = 0
       AND available_at <= now()
       AND EXISTS (SELECT 1 FROM settings)
     ORDER BY priority DESC, available_at, id

@@ -39,6 +39,7 @@ export const JobClaimMany = defineStatement(
     WHERE queue_name = $1
       AND status = 'pending'
       AND NOT awaits_predecessor
+      AND waiting_parents = 0
       AND available_at <= now()
       AND available_at >= $6::timestamptz
       AND NOT EXISTS (

@@ -2,6 +2,7 @@ import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
 import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
+import { flowReleaseCte, flowWakeups } from './flow-release.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
 import { refusalCountingCte } from './refusals.js';
@@ -23,6 +24,9 @@ import { refusalCountingCte } from './refusals.js';
  * Two variants: a batch in which some handler returned a value ($7, JSON texts, null where none)
  * stores each in its finished record, joined by id from the fenced input; a batch without results
  * (plain jobs) runs the statement without that parameter or join, so it pays nothing for them.
+ * A completed flow parent (has_children) releases its children in this statement too: only the
+ * accepted rows of `changed` reach flowReleaseCte, so a refused (stale) completion releases nothing;
+ * a child whose last parent this was is claimable from this commit, with a wake-up (flow-release.ts).
  */
 const completeStatement = (withResults: boolean) => (s: string) =>
   `
@@ -36,7 +40,7 @@ const completeStatement = (withResults: boolean) => (s: string) =>
     WHERE j.id = ANY (ARRAY(SELECT id FROM fenced))
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
               j.lease_token, j.lease_claim_id, j.created_at, j.claimed_at, j.lease_extensions,
-              j.ordering_key, j.concurrency_key, j.holds_key_slot, j.notify_on_finish
+              j.ordering_key, j.concurrency_key, j.holds_key_slot, j.notify_on_finish, j.has_children
   ),
   finished AS (
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
@@ -50,14 +54,18 @@ const completeStatement = (withResults: boolean) => (s: string) =>
   ),
   ${orderingAdvanceCte(s, 'changed')},
   ${keySlotsReleaseCte(s, 'changed')},
+  ${flowReleaseCte(s, 'changed')},
   ${refusalCountingCte(s, 'complete')},
   ${finishNoticesCte('changed', 'notify_on_finish', withResults ? '$8' : '$7')}
   SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken,
-         ${finishNoticesSent()} AS announced
+         ${finishNoticesSent()} AS announced, ${flowWakeups('$6')} AS flow_woken
   FROM changed`;
 
 export const JobCompleteMany = defineStatement('complete_jobs', completeStatement(false));
-export const JobCompleteManyWithResults = defineStatement('complete_jobs_with_results', completeStatement(true));
+export const JobCompleteManyWithResults = defineStatement(
+  'complete_jobs_with_results',
+  completeStatement(true),
+);
 
 /** A lease to complete, with the handler's result as JSON text (null or absent: none). */
 export interface CompleteRef extends FenceRef {

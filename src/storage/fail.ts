@@ -1,6 +1,8 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { wakeupChannel } from './enqueue.js';
 import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
 import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
+import { flowParentDeadCtes, flowWakeups } from './flow-release.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 import { refusalCountingCte } from './refusals.js';
 
@@ -20,11 +22,14 @@ const JITTERED_BACKOFF_MS = `random() * least(input.max_ms, input.base_ms * powe
  * the row lock of each job it changes. A run that held a per-key concurrency slot gives it back.
  * A dead head of an ordering key stays its head: the key is blocked until replay or skip.
  * A job that dies while someone waits for it is announced on $15 (finish-notices.ts).
+ * A flow parent that dies here applies its children's onParentDead policy in this statement ('run'
+ * children released, 'cancel' ones cancelled with their descendants; see flow-release.ts); a retry
+ * releases nothing, and plain jobs (has_children false) touch no flow table.
  */
 export const JobFailMany = defineStatement(
   'fail_jobs',
   (s) => `
-  WITH input AS (
+  WITH RECURSIVE input AS (
     SELECT *
     FROM unnest(${FENCE_INPUT_ARRAYS},
                 $6::boolean[], $7::double precision[], $8::double precision[], $9::double precision[],
@@ -56,7 +61,7 @@ export const JobFailMany = defineStatement(
                 THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
               j.concurrency_key, j.holds_key_slot,
               least(j.max_attempts, coalesce(input.attempt_budget, j.max_attempts)) AS attempt_budget,
-              input.retryable, j.notify_on_finish
+              input.retryable, j.notify_on_finish, j.has_children
   ),
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
@@ -71,9 +76,11 @@ export const JobFailMany = defineStatement(
     FROM changed
   ),
   ${keySlotsReleaseCte(s, 'changed')},
+  ${flowParentDeadCtes(s, 'changed', "status = 'dead'")},
   ${refusalCountingCte(s, 'fail')},
   ${finishNoticesCte('changed', "notify_on_finish AND status = 'dead'", '$15')}
-  SELECT id, status::text AS status, ${finishNoticesSent()} AS announced FROM changed`,
+  SELECT id, status::text AS status, ${finishNoticesSent()} AS announced,
+         ${flowWakeups('$16')} AS flow_woken FROM changed`,
 );
 
 /**
@@ -155,6 +162,7 @@ export async function failJobs(
     refs.map((ref) => ref.errorMessage),
     refs.map((ref) => ref.errorStack),
     finishedChannel(schema),
+    wakeupChannel(schema),
   ]);
   for (const row of rows) outcomes.set(row.id, row.status === 'dead' ? 'dead' : 'retry');
   return outcomes;

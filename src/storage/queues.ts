@@ -62,7 +62,7 @@ const QueueSummaryList = defineStatement(
            count(*) FILTER (WHERE status = 'dead')::int AS dead,
            count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled,
            extract(epoch FROM now() - min(available_at) FILTER (
-             WHERE status = 'pending' AND NOT awaits_predecessor AND available_at <= now())) * 1000
+             WHERE status = 'pending' AND NOT awaits_predecessor AND waiting_parents = 0 AND available_at <= now())) * 1000
              AS oldest_claimable_ms
     FROM ${s}.jobs
     GROUP BY queue_name

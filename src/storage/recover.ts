@@ -1,6 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
+import { flowParentDeadCtes, flowWakeups } from './flow-release.js';
 import { keySlotsReleaseCte } from './key-slots.js';
 
 /**
@@ -16,6 +17,8 @@ import { keySlotsReleaseCte } from './key-slots.js';
  * returns the longest backoff it gave, so the sweeping worker can wake its queues again when the
  * last of them is due. A job that dies while someone waits for it is announced on $5
  * (finish-notices.ts).
+ * last of them is due. A flow parent that dies here applies its children's onParentDead policy in
+ * this statement, as a failure does (flow-release.ts); plain jobs touch no flow table.
  * The update checks `status::text`, not `status`: the partial index's predicate then cannot match,
  * so `expired` drives primary-key lookups. Otherwise, with statistics gathered while the leases
  * were live (the usual case right after a crash), the planner expected one expired row, drove the
@@ -25,7 +28,7 @@ import { keySlotsReleaseCte } from './key-slots.js';
 export const JobRecoverExpired = defineStatement(
   'recover_expired_leases',
   (s) => `
-  WITH expired AS (
+  WITH RECURSIVE expired AS (
     SELECT id, lease_owner, lease_token, lease_claim_id
     FROM ${s}.jobs
     WHERE status = 'running'
@@ -56,9 +59,10 @@ export const JobRecoverExpired = defineStatement(
               expired.lease_claim_id, j.claimed_at, j.lease_extensions, j.last_error_code, j.last_error_message,
               CASE WHEN j.status = 'pending'
                 THEN greatest(0, extract(epoch FROM j.available_at - now()) * 1000) END AS delay_ms,
-              j.concurrency_key, j.holds_key_slot, j.notify_on_finish
+              j.concurrency_key, j.holds_key_slot, j.notify_on_finish, j.has_children
   ),
   ${keySlotsReleaseCte(s, 'moved')},
+  ${flowParentDeadCtes(s, 'moved', "status = 'dead'")},
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
                                  lease_claim_id, claimed_at, lease_extensions, error_code, message, delay_ms)
@@ -74,7 +78,7 @@ export const JobRecoverExpired = defineStatement(
   ${finishNoticesCte('moved', "notify_on_finish AND status = 'dead'", '$5')}
   SELECT count(*) FILTER (WHERE status = 'pending')::int AS retried,
          count(*) FILTER (WHERE status = 'dead')::int AS dead,
-         (SELECT count(*) FROM woken)::int AS woken,
+         (SELECT count(*) FROM woken)::int AS woken, ${flowWakeups('$4')} AS flow_woken,
          ${finishNoticesSent()}::int AS announced,
          coalesce(max(delay_ms), 0)::float8 AS max_delay_ms
   FROM moved`,

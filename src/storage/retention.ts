@@ -71,7 +71,8 @@ const FinishedJobPruneBatch = defineStatement(
  * why, when) in place of the job's other events. Served by jobs_terminal_queue_idx per queue;
  * FOR UPDATE SKIP LOCKED, and the delete re-checks the status, so a job replayed meanwhile stays.
  * Dead heads of ordering keys are kept whatever the retention: they block their key until an
- * operator replays or skips them (skipped jobs are cancelled, and pruned as such).
+ * operator replays or skips them (skipped jobs are cancelled, and pruned as such). So are dead or
+ * cancelled flow jobs that still hold a pending child back.
  */
 const TerminalJobPruneBatch = defineStatement(
   'prune_terminal',
@@ -85,6 +86,11 @@ const TerminalJobPruneBatch = defineStatement(
       AND j.finished_at < now() - q.dead_retention_ms * interval '1 millisecond'
       -- A dead job with an ordering key heads its key: removing it would unblock the key silently.
       AND (j.ordering_key IS NULL OR j.status <> 'dead')
+      -- A flow job holding children back (policy 'block') is what getFlow and blockedFlows show as the
+      -- cause, and what a replay resumes from: kept while any such child waits.
+      AND NOT (j.has_children AND EXISTS (
+        SELECT 1 FROM ${s}.job_dependencies AS d JOIN ${s}.jobs AS c ON c.id = d.child_id
+        WHERE d.parent_id = j.id AND NOT d.resolved AND c.status = 'pending'))
     LIMIT $1
     FOR UPDATE OF j SKIP LOCKED
   ),

@@ -21,10 +21,10 @@ const QueueStatsRead = defineStatement(
   'read_queue_stats',
   (s) => `
   WITH RECURSIVE pending_names AS (
-    (SELECT queue_name FROM ${s}.jobs WHERE status = 'pending' AND NOT awaits_predecessor ORDER BY queue_name LIMIT 1)
+    (SELECT queue_name FROM ${s}.jobs WHERE status = 'pending' AND NOT awaits_predecessor AND waiting_parents = 0 ORDER BY queue_name LIMIT 1)
     UNION ALL
     SELECT (SELECT j.queue_name FROM ${s}.jobs AS j
-            WHERE j.status = 'pending' AND NOT j.awaits_predecessor AND j.queue_name > p.queue_name
+            WHERE j.status = 'pending' AND NOT j.awaits_predecessor AND j.waiting_parents = 0 AND j.queue_name > p.queue_name
             ORDER BY j.queue_name LIMIT 1)
     FROM pending_names AS p
     WHERE p.queue_name IS NOT NULL
@@ -59,7 +59,7 @@ const QueueStatsRead = defineStatement(
   SELECT n.name,
          (SELECT count(*)::int FROM (
             SELECT 1 FROM ${s}.jobs AS j
-            WHERE j.queue_name = n.name AND j.status = 'pending' AND NOT j.awaits_predecessor LIMIT $2
+            WHERE j.queue_name = n.name AND j.status = 'pending' AND NOT j.awaits_predecessor AND j.waiting_parents = 0 LIMIT $2
           ) AS capped) AS pending,
          (SELECT count(*)::int FROM (
             SELECT 1 FROM ${s}.jobs AS j WHERE j.queue_name = n.name AND j.awaits_predecessor LIMIT $2
@@ -74,17 +74,17 @@ const QueueStatsRead = defineStatement(
           FROM (
             WITH RECURSIVE priorities AS (
               (SELECT j.priority FROM ${s}.jobs AS j
-               WHERE j.queue_name = n.name AND j.status = 'pending' AND NOT j.awaits_predecessor
+               WHERE j.queue_name = n.name AND j.status = 'pending' AND NOT j.awaits_predecessor AND j.waiting_parents = 0
                ORDER BY j.priority DESC LIMIT 1)
               UNION ALL
               SELECT (SELECT j.priority FROM ${s}.jobs AS j
-                      WHERE j.queue_name = n.name AND j.status = 'pending' AND NOT j.awaits_predecessor AND j.priority < p.priority
+                      WHERE j.queue_name = n.name AND j.status = 'pending' AND NOT j.awaits_predecessor AND j.waiting_parents = 0 AND j.priority < p.priority
                       ORDER BY j.priority DESC LIMIT 1)
               FROM priorities AS p
               WHERE p.priority IS NOT NULL
             )
             SELECT (SELECT j.available_at FROM ${s}.jobs AS j
-                    WHERE j.queue_name = n.name AND j.status = 'pending' AND NOT j.awaits_predecessor AND j.priority = p.priority
+                    WHERE j.queue_name = n.name AND j.status = 'pending' AND NOT j.awaits_predecessor AND j.waiting_parents = 0 AND j.priority = p.priority
                     ORDER BY j.available_at LIMIT 1) AS available_at
             FROM priorities AS p
             WHERE p.priority IS NOT NULL

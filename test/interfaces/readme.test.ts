@@ -50,6 +50,7 @@ describe('README examples', () => {
       'worker-options',
       'rate-limits',
       'dedupe-modes',
+      'flows',
     ]);
   });
 
@@ -79,6 +80,8 @@ describe('README examples', () => {
         /throttle: true false true\ndebounce: 1 job, rev 3\nreplace: true stale complete: false\nsurvivor: enqueued deduplicated\nbatch: true \[ false, false \] 5\n/,
       'results-and-waiting':
         /result: https:\/\/cdn\.example\.com\/cat-256\.png\nkept: 12345\nJOB_DEAD NOT_FOUND\nWAIT_TIMEOUT\nAbortError\n/,
+      flows:
+        /fetched (users|orders)\nfetched (users|orders)\nmerging users:succeeded orders:succeeded\nusers=succeeded orders=succeeded merge=succeeded/,
     };
     expect(stdout).toMatch(expected[name] as RegExp);
   });

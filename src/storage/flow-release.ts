@@ -1,0 +1,120 @@
+/**
+ * The parts of the finishing statements that move a flow on (see migration 014): a parent's
+ * accepted completion releases its children, and a parent that dies (or is cancelled) applies
+ * each child's `onParentDead` policy. Both ride in the statement that finishes the parent, filtered
+ * on the parent row's `has_children` flag, so a plain job's completion or failure touches no flow
+ * table (the lookups run with an empty id array: one index probe that finds nothing).
+ */
+
+/**
+ * Releases the children of the finished jobs in `source` (a CTE with `id` and `has_children`, holding
+ * only rows whose transition was accepted: the fenced `changed` of a completion): every unresolved
+ * edge out of them is marked resolved, and each child's `waiting_parents` drops by the number of its
+ * edges resolved here. A child reaching 0 is claimable from this statement's commit. Children are
+ * locked in id order (two completions sharing children wait for each other, never deadlock); a child
+ * no longer pending (cancelled) is left alone. Defines `flow_edges`, `flow_locked`, `flow_released`
+ * (children changed, with their new count). One statement for the whole batch, whatever the fan-out.
+ */
+export function flowReleaseCte(s: string, source: string): string {
+  return `flow_edges AS (
+    UPDATE ${s}.job_dependencies AS d
+    SET resolved = true
+    WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved
+    RETURNING d.child_id
+  ),
+  flow_locked AS (
+    SELECT c.id FROM ${s}.jobs AS c
+    WHERE c.id = ANY (ARRAY(SELECT child_id FROM flow_edges))
+    ORDER BY c.id
+    FOR UPDATE OF c
+  ),
+  flow_released AS (
+    UPDATE ${s}.jobs AS c
+    SET waiting_parents = greatest(0, c.waiting_parents - e.n)
+    FROM (SELECT child_id, count(*)::int AS n FROM flow_edges GROUP BY child_id) AS e
+    JOIN flow_locked AS l ON l.id = e.child_id
+    WHERE c.id = e.child_id AND c.status = 'pending' AND c.waiting_parents > 0
+    RETURNING c.id, c.queue_name, c.waiting_parents
+  )`;
+}
+
+/** SQL expression: wakes each queue that got a child released (notifications fold per transaction). */
+export function flowWakeups(channel: string): string {
+  return `(SELECT count(pg_notify(${channel}, r.queue_name))
+     FROM (SELECT DISTINCT queue_name FROM flow_released WHERE waiting_parents = 0) AS r)`;
+}
+
+/**
+ * Applies `onParentDead` for the jobs in `source` (a CTE with `id` and `has_children`) that meet
+ * `condition` (they must be exactly the jobs this statement made dead or cancelled): over every unresolved edge out of them,
+ * - 'run': the edge is resolved and the child's count drops, as a success would (the child runs and
+ *   job.parents() shows the dead parent);
+ * - 'cancel': the child and every descendant of it still pending are cancelled (error code
+ *   PARENT_DEAD, a `cancelled` event whose detail names the parent whose death caused it);
+ * - 'block': nothing; the child waits (getFlow shows it blocked) until the parent is replayed and
+ *   succeeds, or an operator cancels it.
+ * A descendant reached by the cancel cascade is cancelled even when it also has a 'run' edge from a
+ * dying parent (the cascade wins; it is not decremented as well). Needs WITH RECURSIVE on the
+ * statement. Defines `flow_dead_*` CTEs and `flow_released` (as flowReleaseCte, for flowWakeups).
+ */
+export function flowParentDeadCtes(s: string, source: string, condition = 'true'): string {
+  return `flow_dead_edges AS (
+    SELECT d.parent_id, d.child_id, n.on_parent_dead
+    FROM ${s}.job_dependencies AS d
+    JOIN ${s}.flow_nodes AS n ON n.job_id = d.child_id
+    WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children AND ${condition}))
+      AND NOT d.resolved
+  ),
+  flow_doomed_paths (id, cause) AS (
+    SELECT child_id, parent_id FROM flow_dead_edges WHERE on_parent_dead = 'cancel'
+    UNION
+    SELECT d.child_id, p.cause
+    FROM flow_doomed_paths AS p
+    JOIN ${s}.job_dependencies AS d ON d.parent_id = p.id
+  ),
+  flow_doomed AS (
+    SELECT DISTINCT ON (id) id, cause FROM flow_doomed_paths ORDER BY id, cause
+  ),
+  flow_run_edges AS (
+    UPDATE ${s}.job_dependencies AS d
+    SET resolved = true
+    FROM flow_dead_edges AS e
+    WHERE d.parent_id = e.parent_id AND d.child_id = e.child_id AND e.on_parent_dead = 'run'
+      AND d.child_id NOT IN (SELECT id FROM flow_doomed)
+    RETURNING d.child_id
+  ),
+  flow_locked AS (
+    SELECT c.id FROM ${s}.jobs AS c
+    WHERE c.id = ANY (ARRAY(SELECT child_id FROM flow_run_edges UNION SELECT id FROM flow_doomed))
+    ORDER BY c.id
+    FOR UPDATE OF c
+  ),
+  flow_released AS (
+    UPDATE ${s}.jobs AS c
+    SET waiting_parents = greatest(0, c.waiting_parents - e.n)
+    FROM (SELECT child_id, count(*)::int AS n FROM flow_run_edges GROUP BY child_id) AS e
+    JOIN flow_locked AS l ON l.id = e.child_id
+    WHERE c.id = e.child_id AND c.status = 'pending' AND c.waiting_parents > 0
+    RETURNING c.id, c.queue_name, c.waiting_parents
+  ),
+  flow_cancelled AS (
+    UPDATE ${s}.jobs AS c
+    SET status = 'cancelled',
+        finished_at = now(),
+        last_error_code = 'PARENT_DEAD',
+        last_error_class = NULL,
+        last_error_message = 'cancelled because parent job ' || x.cause || ' of its flow ended without success',
+        last_error_stack = NULL
+    FROM flow_doomed AS x
+    JOIN flow_locked AS l ON l.id = x.id
+    WHERE c.id = x.id AND c.status = 'pending'
+    RETURNING c.id, c.queue_name, x.cause
+  ),
+  flow_cancel_recorded AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, error_code, reason, detail)
+    SELECT id, queue_name, 'cancelled', 'cancelled', 'PARENT_DEAD',
+           'parent job ' || cause || ' ended without success',
+           jsonb_build_object('parentId', cause::text)
+    FROM flow_cancelled
+  )`;
+}
