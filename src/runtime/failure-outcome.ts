@@ -4,6 +4,7 @@ import type { FenceRef } from '../storage/fence.js';
 import { describeError, type ErrorDetails } from './error-details.js';
 import { classifyFailure } from './job-errors.js';
 import type { ResolvedQueue } from './options.js';
+import type { OutcomeBatcher, OutcomeResult } from './outcome-batcher.js';
 
 /** Longest snooze or explicit retry delay a handler may ask for: 30 days. */
 const MAX_DELAY_MS = 30 * 86_400_000;
@@ -80,4 +81,12 @@ export function handBackWrite(row: ClaimedRow, owner: string, queue: string): Sn
     delayMs: 0,
     handBack: 'unstarted',
   };
+}
+
+/** Sends a failure's write through the outcome batcher: a snooze, or a fenced failure. */
+export function sendFailure(
+  batcher: Pick<OutcomeBatcher, 'fail' | 'snooze'>,
+  write: ReturnType<typeof failureWrite>,
+): Promise<OutcomeResult> {
+  return write.kind === 'snooze' ? batcher.snooze(write.ref) : batcher.fail(write.ref);
 }

@@ -7,11 +7,11 @@ import { assertLogger, logWorkerEvents } from '../observability/logger.js';
 import { loadOtel, traceHandler } from '../observability/tracing.js';
 import type { ClaimedRow } from '../storage/claim.js';
 import { wakeupChannel } from '../storage/enqueue.js';
-import { describeError, type ErrorDetails } from './error-details.js';
-import { failureWrite, handBackWrite, timeoutWrite } from './failure-outcome.js';
+import { describeError } from './error-details.js';
+import { failureWrite, handBackWrite, sendFailure, timeoutWrite } from './failure-outcome.js';
 import { settlesWithin } from './grace.js';
 import { IdleRun, type IdleRunLimits, type IdleRunResult, resolveIdleRunLimits } from './idle-run.js';
-import { type AbortReason, ActiveJob, jobStore } from './job-context.js';
+import { type AbortReason, ActiveJob, type EffectStore, jobStore } from './job-context.js';
 import { completionOf } from './job-output.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { announceLeaseLoss, describeLeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
@@ -66,6 +66,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly #listener: WakeupListener | null;
   readonly #stalls: StallWatch;
   readonly #runs = new Map<ActiveJob, Promise<void>>();
+  // Where a job's effects, results and progress go: the same for every job, built once.
+  readonly #store: EffectStore;
   #state: WorkerState = 'idle';
   #pollTimer: NodeJS.Timeout | null = null;
   #stopping: Promise<void> | null = null;
@@ -81,6 +83,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     const ctx = contextOf<WorkerContext>(context);
     this.#context = ctx;
     this.#options = resolveWorkerOptions(options, ctx.backoff, ctx.listen);
+    this.#store = jobStore(ctx, this.#options);
     this.owner = this.#options.owner;
     this.queues = Object.freeze(this.#options.queues.map((q) => q.name));
     this.tasks = Object.freeze((options.tasks ?? []).map((task) => task.name));
@@ -312,7 +315,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       config.leaseMs,
       this.#keeper.marginFor(config.leaseMs),
       config.maxRuntimeMs,
-      jobStore(this.#context, this.#options),
+      this.#store,
     );
     this.#keeper.track(job, config);
     const run = this.#execute(job, q).finally(() => {
@@ -335,7 +338,9 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     } catch (err) {
       const details = describeError(err);
       detail.errorCode = details.errorCode;
-      outcome = this.#report(job, () => this.#recordFailure(job, config, err, details));
+      outcome = this.#report(job, () =>
+        sendFailure(this.#batcher, failureWrite(job.lease, config, err, details)),
+      );
     }
     job.settled = true;
     q.handlerSettled();
@@ -355,16 +360,6 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       return null;
     }
     return send();
-  }
-
-  #recordFailure(
-    job: ActiveJob,
-    config: ResolvedQueue,
-    err: unknown,
-    details: ErrorDetails,
-  ): Promise<OutcomeResult> {
-    const write = failureWrite(job.lease, config, err, details);
-    return write.kind === 'snooze' ? this.#batcher.snooze(write.ref) : this.#batcher.fail(write.ref);
   }
 
   #onAborted(job: ActiveJob, reason: AbortReason): void {
