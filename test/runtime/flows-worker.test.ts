@@ -74,6 +74,32 @@ describe('a worker runs flows', () => {
     ]);
   });
 
+  it("a parent's return value reaches its child through job.parents(), and the join's own result reaches waitFor", async () => {
+    const lh = await migratedClient();
+    const { ids } = await lh.enqueueFlow([
+      { ref: 'a', queue: 'flow-results', payload: { n: 2 } },
+      { ref: 'b', queue: 'flow-results', payload: { n: 3 } },
+      { ref: 'sum', queue: 'flow-join', payload: {}, dependsOn: ['a', 'b'] },
+    ]);
+    const worker = await started(
+      lh.worker({
+        queues: {
+          'flow-results': async (job) => ({ square: (job.payload as { n: number }).n ** 2 }),
+          'flow-join': async (job) => {
+            const parents = await job.parents();
+            return { total: parents.reduce((acc, p) => acc + (p.result as { square: number }).square, 0) };
+          },
+        },
+        pollIntervalMs: 20,
+      }),
+    );
+    const done = await lh.waitFor(ids.sum as string, { timeoutMs: 20_000 });
+    await worker.stop();
+    // Stored by the parents' fenced completions, read by the child: 4 + 9, never set by hand.
+    expect(done).toEqual({ id: ids.sum, status: 'succeeded', result: { total: 13 } });
+    expect((await lh.getJob(ids.a as string))?.result).toEqual({ square: 4 });
+  });
+
   it("a task node's payload is checked by its schema before anything is written", async () => {
     const lh = await migratedClient();
     const task = defineTask('typed', { schema: z.object({ n: z.number() }), handler: async () => {} });
