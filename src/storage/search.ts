@@ -108,7 +108,8 @@ export const FILTERS: readonly SearchFilter[] = [
   },
   {
     name: 'schedule',
-    kind: 'text',
+    // Checked as schedule names are (the same rule as queue names).
+    kind: 'queue',
     // The jobs a cron schedule's ticks made (schedule_ticks keeps one row per tick, with its job).
     sources: ALL,
     predicate: (p) =>
