@@ -46,7 +46,7 @@ export function flowSection(flow, here) {
       el(
         'div',
         { class: 'flow-column', role: 'listitem', 'data-depth': d },
-        el('span', { class: 'note' }, d === 0 ? 'first' : `after ${d}`),
+        el('span', { class: 'note' }, `step ${d + 1}`),
         col.map((n) =>
           el(
             'a',
