@@ -237,9 +237,7 @@ describe('dashboard operations in a real browser', () => {
     await page.getByRole('button', { name: 'Resume schedule nightly-report' }).click();
     await expect.poll(() => row.getAttribute('class')).toBe('');
     expect(await paused()).toBe(false);
-    await expect
-      .poll(() => page.locator('#operator-actions tbody tr').count())
-      .toBeGreaterThanOrEqual(2);
+    await expect.poll(() => page.locator('#operator-actions tbody tr').count()).toBeGreaterThanOrEqual(2);
     expect(
       await page.locator('#operator-actions tr[data-target="schedule:nightly-report"]').first().textContent(),
     ).toContain('resume');

@@ -190,7 +190,11 @@ describe('pausing and resuming schedules and queues from the dashboard', () => {
       ).rows;
     expect(await actions()).toEqual([]);
 
-    const ok = await post(pause, { ...op, [CSRF_HEADER]: csrf }, JSON.stringify({ reason: 'holiday freeze' }));
+    const ok = await post(
+      pause,
+      { ...op, [CSRF_HEADER]: csrf },
+      JSON.stringify({ reason: 'holiday freeze' }),
+    );
     expect(ok.status, ok.body).toBe(200);
     expect(JSON.parse(ok.body)).toEqual({ schedule: 'sec-nightly', paused: true });
     expect(await paused()).toBe(true);

@@ -143,9 +143,9 @@ describe('search finds jobs in every state by each filter', () => {
     expect(await ids({ flow: flow.flowId })).toEqual([c, b, a]);
     await expect(search({ flow: 'abc' })).rejects.toThrow(ValidationError);
     // Bulk actions take the same filters: cancel every blocked job of the flow.
-    expect(await previewBulk(db(), lh.schema, 'cancel', { flow: flow.flowId, status: 'blocked' })).toMatchObject(
-      { matched: 1 },
-    );
+    expect(
+      await previewBulk(db(), lh.schema, 'cancel', { flow: flow.flowId, status: 'blocked' }),
+    ).toMatchObject({ matched: 1 });
   });
 
   it('pages with a keyset cursor: no job twice, none missed, while new jobs arrive', async () => {
