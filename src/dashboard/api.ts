@@ -14,8 +14,13 @@ import { enqueueTask } from '../operations/enqueue-task.js';
 import { getFlow } from '../operations/flows.js';
 import { getJob } from '../operations/jobs.js';
 import { MetricsRollupService, readMetricsHistory } from '../operations/metrics-history.js';
+import {
+  type OperatorActionOptions,
+  operatorActions,
+  pauseQueueAudited,
+  pauseScheduleAudited,
+} from '../operations/operator-actions.js';
 import { blockedKeys } from '../operations/ordering.js';
-import { setQueuePaused } from '../operations/queue-settings.js';
 import { replay } from '../operations/replay.js';
 import { listSchedules } from '../operations/schedules.js';
 import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/search.js';
@@ -46,7 +51,12 @@ export function dashboardApi(context: LeaseholdContext) {
     metrics: (range: 'hour' | 'day', queue: string | null) => readMetricsHistory(pool, schema, range, queue),
     rollupService: (intervalMs: number, onError: (err: unknown) => void) =>
       new MetricsRollupService(pool, schema, intervalMs, onError),
-    setPaused: (queue: string, paused: boolean) => setQueuePaused(context, queue, paused),
+    // Pauses and resumes, each recorded with actor and reason in operator_actions (017).
+    setPaused: (queue: string, paused: boolean, options: OperatorActionOptions) =>
+      pauseQueueAudited(context, queue, paused, options),
+    setSchedulePaused: (name: string, paused: boolean, options: OperatorActionOptions) =>
+      pauseScheduleAudited(context, name, paused, options),
+    operatorActions: (limit: number) => operatorActions(context, { limit }),
     enqueue: (queue: string, payload: unknown, options: EnqueueOptions) =>
       enqueue(context, queue, payload, options),
     enqueueTask: (task: AnyTask, payload: unknown, options: EnqueueOptions) =>

@@ -11,13 +11,15 @@ export interface FilterControl {
 }
 
 // Labels and hints per filter; a filter added to storage/search.ts without one here still gets a
-// text control named after it. Schedule and flow filters come when those features land.
+// text control named after it.
 const LABELS: Record<string, { label: string; hint?: string }> = {
   id: { label: 'Job id' },
   queue: { label: 'Queue' },
   orderingKey: { label: 'Ordering key' },
   idempotencyKey: { label: 'Idempotency key' },
   errorCode: { label: 'Error code', hint: 'the code a dead or cancelled job ended with' },
+  schedule: { label: 'Schedule', hint: 'a cron schedule’s name: the jobs its ticks made' },
+  flow: { label: 'Flow id', hint: 'the jobs of one flow (enqueueFlow)' },
   createdFrom: { label: 'Created from' },
   createdTo: { label: 'Created before' },
   finishedFrom: { label: 'Finished from' },

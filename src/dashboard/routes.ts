@@ -1,6 +1,6 @@
 import { ValidationError } from '../errors.js';
 import type { BulkActionKind } from '../operations/bulk.js';
-import type { JobSearch } from '../operations/search.js';
+import { type JobSearch, SEARCH_FILTERS } from '../operations/search.js';
 import type { AnyTask } from '../runtime/task.js';
 import type { DashboardApi } from './api.js';
 import { filterControls } from './filters.js';
@@ -21,20 +21,8 @@ export interface RouteContext {
   throughput: ThroughputHistory;
 }
 
-const SEARCH_PARAMS = [
-  'id',
-  'queue',
-  'task',
-  'status',
-  'orderingKey',
-  'idempotencyKey',
-  'errorCode',
-  'createdFrom',
-  'createdTo',
-  'finishedFrom',
-  'finishedTo',
-  'payload',
-];
+// Every filter of storage/search.ts, and the three criteria that are not one of its entries.
+const SEARCH_PARAMS = ['task', 'status', 'payload', ...SEARCH_FILTERS.map((filter) => filter.name)];
 
 /** The search a query string or a JSON object names (empty values left out). */
 export function searchFrom(source: URLSearchParams | Record<string, unknown>): JobSearch {
@@ -110,10 +98,24 @@ export async function postRoute(
     }
     return [200, await api.cancel(id, { reason: reason('from the dashboard'), actor })];
   }
+  // Pauses and resumes of queues and schedules: recorded with the actor and reason (operator_actions).
   const queue = /^\/api\/queues\/([A-Za-z0-9_.:-]{1,128})\/(pause|resume)$/.exec(path);
   if (queue) {
-    const settings = await api.setPaused(queue[1] as string, queue[2] === 'pause');
+    const pause = queue[2] === 'pause';
+    const settings = await api.setPaused(queue[1] as string, pause, {
+      actor,
+      reason: reason(pause ? 'paused from the dashboard' : 'resumed from the dashboard'),
+    });
     return [200, { queue: settings.name, paused: settings.paused }];
+  }
+  const schedule = /^\/api\/schedules\/([A-Za-z0-9_.:-]{1,128})\/(pause|resume)$/.exec(path);
+  if (schedule) {
+    const pause = schedule[2] === 'pause';
+    const changed = await api.setSchedulePaused(schedule[1] as string, pause, {
+      actor,
+      reason: reason(pause ? 'paused from the dashboard' : 'resumed from the dashboard'),
+    });
+    return [200, { schedule: changed.name, paused: changed.paused }];
   }
   if (path === '/api/bulk/preview') {
     const kind = bulkKind(body.action);
@@ -171,10 +173,11 @@ async function enqueueFromForm(ctx: RouteContext, body: Record<string, unknown>)
 }
 
 async function overview(ctx: RouteContext) {
-  const [stats, blockedKeys, schedules] = await Promise.all([
+  const [stats, blockedKeys, schedules, operatorActions] = await Promise.all([
     ctx.api.stats({ windowMs: 60_000 }),
     ctx.api.blockedKeys({ limit: 50 }),
     ctx.api.schedules(),
+    ctx.api.operatorActions(10),
   ]);
   ctx.throughput.record(
     stats.at.getTime(),
@@ -187,20 +190,28 @@ async function overview(ctx: RouteContext) {
     windowTruncated: stats.windowTruncated,
     // Ordering keys held up by a dead head: replay or skip the head to unblock them.
     blockedKeys,
+    // Cron schedules (without payloads), pausable from the page.
     schedules,
+    // The latest pauses and resumes, with who and why.
+    operatorActions,
   };
 }
 
-// The payload only when asked for (`?payload=1`), as the CLI's `jobs show --payload`.
+// The payload, the result and the progress detail only when asked for (`?payload=1`), as the CLI's
+// `jobs show --payload`: all three are the user's data. The flow the job belongs to beside it (null
+// for a job in none); the schedule that made it rides in the job (`schedule`).
 async function jobPage(ctx: RouteContext, id: string, withPayload: boolean) {
   const job = await ctx.api.getJob(id, { history: true });
-  if (!job) return { job: null };
-  const { payload, ...rest } = job;
-  const effects = await ctx.api.effects(id);
+  if (!job) return { job: null, flow: null };
+  const { payload, result, progress, ...rest } = job;
+  const [effects, flow] = await Promise.all([ctx.api.effects(id), ctx.api.getFlow(id)]);
   return {
+    flow,
     job: {
       ...rest,
       payloadPreview: withPayload ? preview(payload) : null,
+      resultPreview: withPayload && job.status === 'succeeded' ? preview(result) : null,
+      progressPreview: withPayload && progress !== null ? preview(progress) : null,
       effects: effects.map((e) => ({
         name: e.name,
         key: e.effect_key,

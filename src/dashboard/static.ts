@@ -19,6 +19,7 @@ const OWN = [
   'search.js',
   'bulk.js',
   'job.js',
+  'flow.js',
   'enqueue.js',
   'app.css',
 ];

@@ -21,7 +21,8 @@ import {
 
 /**
  * What to find: each criterion narrows the result. Times are `Date`s or ISO 8601 strings; the
- * others strings. Statuses: pending, blocked (waiting behind its ordering key), running, dead,
+ * others strings. Statuses: pending, blocked (waiting behind its ordering key, or a flow child
+ * waiting for its parents), running, dead,
  * cancelled, succeeded (retained finished jobs).
  */
 export interface JobSearch {
@@ -34,6 +35,10 @@ export interface JobSearch {
   idempotencyKey?: string;
   /** The error code a dead or cancelled job ended with. */
   errorCode?: string;
+  /** A cron schedule's name: the jobs its ticks made. */
+  schedule?: string;
+  /** A flow's id (`enqueueFlow`'s `flowId`): the jobs of that flow. */
+  flow?: string;
   createdFrom?: Date | string;
   createdTo?: Date | string;
   finishedFrom?: Date | string;

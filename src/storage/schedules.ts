@@ -111,17 +111,19 @@ export async function deleteSchedule(db: Queryable, schema: string, name: string
  * revision (an in-flight fire changes nothing); resuming moves fire_after to now(), so the ticks
  * named while paused do not fire. Setting the state it already has changes nothing. Primary key.
  */
-const SchedulePause = defineStatement(
-  'schedule_pause',
-  (s) => `
+const SchedulePause = defineStatement('schedule_pause', (s) => schedulePauseUpdate(s));
+
+/** SchedulePause's UPDATE (schedule $1, paused $2), RETURNING name: operator-actions.ts audits it. */
+export function schedulePauseUpdate(s: string): string {
+  return `
   UPDATE ${s}.schedules
   SET paused = $2,
       revision = CASE WHEN paused = $2 THEN revision ELSE revision + 1 END,
       fire_after = CASE WHEN paused AND NOT $2 THEN now() ELSE fire_after END,
       updated_at = CASE WHEN paused = $2 THEN updated_at ELSE now() END
   WHERE name = $1
-  RETURNING name`,
-);
+  RETURNING name`;
+}
 
 /** Pauses or resumes a schedule; false when there is none by that name. */
 export async function setSchedulePaused(

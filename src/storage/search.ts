@@ -13,7 +13,10 @@ import { defineStatement, type Queryable, run } from './db.js';
 /** Where a job lives: live work, terminal jobs (both in `jobs`), retained succeeded jobs. */
 export type SearchSource = 'live' | 'terminal' | 'succeeded';
 
-/** The statuses search tells apart; `blocked` is a pending job waiting behind its ordering key. */
+/**
+ * The statuses search tells apart; `blocked` is a pending job that may not run yet: waiting behind
+ * its ordering key's head, or a flow child waiting for its parents.
+ */
 export type SearchStatus = 'pending' | 'blocked' | 'running' | 'dead' | 'cancelled' | 'succeeded';
 
 /** Every status, in the order the dashboard lists them. */
@@ -27,11 +30,18 @@ export const SEARCH_STATUSES: readonly SearchStatus[] = [
 ];
 
 // Per status: its source and its predicate in that source. The predicates repeat the partial
-// indexes' own (jobs_claimable_idx, jobs_ordering_waiting_idx, jobs_expired_lease_idx,
-// jobs_dead_queue_idx), so the planner may use them.
+// indexes' own (jobs_claimable_idx, jobs_ordering_waiting_idx, jobs_flow_waiting_idx (017),
+// jobs_expired_lease_idx, jobs_dead_queue_idx), so the planner may use them: `blocked` is written
+// as one arm per index, so each arm implies its index's predicate (a BitmapOr of the two).
 const STATUS: Record<SearchStatus, { source: SearchSource; predicate: string }> = {
-  pending: { source: 'live', predicate: `(x.status = 'pending' AND NOT x.awaits_predecessor)` },
-  blocked: { source: 'live', predicate: `(x.status = 'pending' AND x.awaits_predecessor)` },
+  pending: {
+    source: 'live',
+    predicate: `(x.status = 'pending' AND NOT x.awaits_predecessor AND x.waiting_parents = 0)`,
+  },
+  blocked: {
+    source: 'live',
+    predicate: `((x.status = 'pending' AND x.awaits_predecessor) OR (x.status = 'pending' AND x.waiting_parents > 0))`,
+  },
   running: { source: 'live', predicate: `x.status = 'running'` },
   dead: { source: 'terminal', predicate: `x.status = 'dead'` },
   cancelled: { source: 'terminal', predicate: `x.status = 'cancelled'` },
@@ -59,7 +69,7 @@ const JOBS: readonly SearchSource[] = ['live', 'terminal'];
 const ENDED: readonly SearchSource[] = ['terminal', 'succeeded'];
 
 /**
- * The filters, one entry each. To add one (a schedule, a flow): a column or table that identifies
+ * The filters, one entry each. To add one: a column or table that identifies
  * the jobs, an index serving the predicate (partial where it can be), and an entry here; the
  * operation validates it by `kind` and the dashboard draws its control from this list.
  */
@@ -95,6 +105,25 @@ export const FILTERS: readonly SearchFilter[] = [
     sources: ['terminal'],
     predicate: (p) => `x.last_error_code = ${p}`,
     servedBy: 'jobs_terminal_error_idx (017)',
+  },
+  {
+    name: 'schedule',
+    // Checked as schedule names are (the same rule as queue names).
+    kind: 'queue',
+    // The jobs a cron schedule's ticks made (schedule_ticks keeps one row per tick, with its job).
+    sources: ALL,
+    predicate: (p) =>
+      `x.id IN (SELECT t.job_id FROM "$schema".schedule_ticks AS t WHERE t.schedule_name = ${p})`,
+    servedBy: 'schedule_ticks_name_job_idx (017), then the primary keys',
+  },
+  {
+    name: 'flow',
+    kind: 'id',
+    // The jobs of one flow (one enqueueFlow call), while its nodes are kept.
+    sources: ALL,
+    predicate: (p) =>
+      `x.id IN (SELECT n.job_id FROM "$schema".flow_nodes AS n WHERE n.flow_id = ${p}::bigint)`,
+    servedBy: 'flow_nodes_flow_id_ref_key (014), then the primary keys',
   },
   {
     name: 'createdFrom',
@@ -150,7 +179,8 @@ export interface SearchRow {
 }
 
 const JOB_COLUMNS = `x.id::text AS id, x.id AS sort_id, x.queue_name,
-    CASE WHEN x.awaits_predecessor THEN 'blocked' ELSE x.status::text END AS status,
+    CASE WHEN x.status = 'pending' AND (x.awaits_predecessor OR x.waiting_parents > 0) THEN 'blocked'
+         ELSE x.status::text END AS status,
     x.priority, x.attempt_count, x.max_attempts, x.ordering_key, x.last_error_code, x.created_at,
     x.available_at, x.finished_at`;
 const FINISHED_COLUMNS = `x.id::text AS id, x.id AS sort_id, x.queue_name, 'succeeded' AS status,

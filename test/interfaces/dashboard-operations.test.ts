@@ -197,6 +197,95 @@ describe('dashboard operations in a real browser', () => {
     await page.close();
   });
 
+  it('schedules (pause/resume, their jobs), throttled time, a flow graph, the schedule and result of a job', async () => {
+    // A schedule that fired once, a rate-limited queue that refused claims, a flow whose first job
+    // ran (returning a result): b is released, c waits for b.
+    await lh.schedule('nightly-report', { cron: '* * * * * *', queue: 'sched-q', payload: { secret: 's3' } });
+    await sql().query(
+      `UPDATE "${lh.schema}".schedules SET fire_after = now() - interval '1 second' WHERE name = 'nightly-report'`,
+    );
+    const tick = (await lh.runSchedules()).fired.find((f) => f.schedule === 'nightly-report')!;
+    await lh.configureQueue('limited', { rateLimit: { max: 1, perMs: 60_000 } });
+    await lh.enqueueMany('limited', [{ payload: 1 }, { payload: 2 }]);
+    for (let i = 0; i < 3; i++) await lh.claim({ queue: 'limited', owner: 'w', limit: 2 });
+    const throttledClaims = (await lh.stats()).queues.find((q) => q.queue === 'limited')?.throttle
+      ?.throttledClaims;
+    expect(throttledClaims).toBeGreaterThan(0);
+    const flow = await lh.enqueueFlow([
+      { ref: 'extract', queue: 'flow-q', payload: {} },
+      { ref: 'transform', queue: 'flow-q', payload: {}, dependsOn: ['extract'] },
+      { ref: 'load', queue: 'flow-q', payload: {}, dependsOn: ['extract', 'transform'] },
+    ]);
+    const { extract, transform, load } = flow.ids as Record<string, string>;
+    await lh.runUntilIdle({ queues: { 'flow-q': async () => ({ rows: 3 }) }, maxJobs: 1 });
+
+    const { page, problems } = await open('/');
+    const row = page.locator('#schedules tr[data-schedule="nightly-report"]');
+    await row.waitFor();
+    expect(await row.locator('[data-field=last-job] a').textContent()).toBe(tick.jobId);
+    expect(await page.locator('main').textContent()).not.toContain('s3');
+    expect(await page.locator('tr[data-queue="limited"] [data-field=throttled]').textContent()).toMatch(
+      new RegExp(`^(now, )?\\d+\\.\\d s in ${throttledClaims} claims$`),
+    );
+    const paused = async () =>
+      (await sql().query(`SELECT paused FROM "${lh.schema}".schedules WHERE name = 'nightly-report'`)).rows[0]
+        ?.paused;
+    await page.getByRole('button', { name: 'Pause schedule nightly-report' }).click();
+    await expect.poll(() => row.getAttribute('class')).toBe('paused');
+    expect(await paused()).toBe(true);
+    expect(await row.locator('[data-field=state]').textContent()).toBe('paused');
+    await page.getByRole('button', { name: 'Resume schedule nightly-report' }).click();
+    await expect.poll(() => row.getAttribute('class')).toBe('');
+    expect(await paused()).toBe(false);
+    await expect.poll(() => page.locator('#operator-actions tbody tr').count()).toBeGreaterThanOrEqual(2);
+    expect(
+      await page.locator('#operator-actions tr[data-target="schedule:nightly-report"]').first().textContent(),
+    ).toContain('resume');
+    // The schedule's name opens its jobs (the schedule filter); its job names the schedule and tick.
+    await row.locator('th a').click();
+    await page.waitForURL(/schedule=nightly-report/);
+    expect(await resultIds(page)).toEqual([tick.jobId]);
+    await page.goto(`${dashboard.url}/jobs/${tick.jobId}`);
+    expect(await page.locator('[data-field="scheduled by"]').textContent()).toBe(
+      `nightly-report (tick ${tick.tickAt.toISOString()})`,
+    );
+
+    // The flow filter, and blocked: a flow child waiting for its parents.
+    await page.goto(`${dashboard.url}/search?flow=${flow.flowId}`);
+    expect(await resultIds(page)).toEqual([load, transform, extract]);
+    await page.goto(`${dashboard.url}/search?queue=flow-q&status=blocked`);
+    expect(await resultIds(page)).toEqual([load]);
+
+    // The job page draws the flow: one column per depth, each node with its status.
+    await page.goto(`${dashboard.url}/jobs/${transform}`);
+    const graph = page.locator('#flow-graph');
+    await graph.waitFor();
+    const columns = await graph
+      .locator('.flow-column')
+      .evaluateAll((cols) =>
+        cols.map((c) =>
+          [...c.querySelectorAll('.flow-node')].map(
+            (n) => `${n.getAttribute('data-ref')}:${n.getAttribute('data-status')}`,
+          ),
+        ),
+      );
+    expect(columns).toEqual([['extract:succeeded'], ['transform:pending'], ['load:waiting']]);
+    expect(await graph.locator('[aria-current=page]').getAttribute('data-ref')).toBe('transform');
+    expect(await page.locator('#flow tbody tr[data-ref="load"] td').nth(2).textContent()).toBe(
+      'extract, transform',
+    );
+    await page.screenshot({ path: `${shotsDir}/dashboard-job-flow.png`, fullPage: true });
+    // A result is shown only with the payload, on request.
+    await page.goto(`${dashboard.url}/jobs/${extract}`);
+    await page.locator('button#show-payload').waitFor();
+    expect(await page.locator('#result').count()).toBe(0);
+    await page.locator('button#show-payload').click();
+    await page.locator('#result').waitFor();
+    expect(JSON.parse((await page.locator('#result').textContent()) ?? '')).toEqual({ rows: 3 });
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
   it("enqueues from the form; a task's schema refuses a bad payload and writes nothing", async () => {
     const { page, problems } = await open('/enqueue');
     const count = async () =>

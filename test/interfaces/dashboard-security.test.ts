@@ -4,7 +4,7 @@ import { request as httpsRequest } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CSRF_HEADER, TOKEN_COOKIE } from '../../src/dashboard/security.js';
 import { type Dashboard, type DashboardOptions, type Leasehold, startDashboard } from '../../src/index.js';
-import { migratedClient } from '../support/db.js';
+import { migratedClient, testPool } from '../support/db.js';
 
 // Hostile requests against the dashboard's own layer (Host, Origin, token, cookie), over a real
 // socket: Node's http client, because fetch will not let a test choose the Host header.
@@ -157,6 +157,87 @@ describe('the dashboard answers only to the names it was started for', () => {
     expect(cancel.status, cancel.body).toBe(200);
     const job = await lh.getJob(id, { history: true });
     expect(job?.history.find((e) => e.kind === 'cancelled')?.reason).toBe('a'.repeat(999));
+  });
+});
+
+describe('pausing and resuming schedules and queues from the dashboard', () => {
+  it('keeps every rule on the schedule routes (Host, Origin, CSRF, viewer), and records who and why', async () => {
+    await lh.schedule('sec-nightly', { cron: '@daily', queue: 'sec-sched' });
+    const d = await dashboard({ token: 'op-token', viewerToken: 'view-token', actor: 'ops-alice' });
+    const op = { authorization: 'Bearer op-token' };
+    const csrf = csrfOf((await send(d.url, '/', { headers: op })).body);
+    const post = (path: string, headers: Record<string, string>, body = '{}') =>
+      send(d.url, path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+      });
+    const pause = '/api/schedules/sec-nightly/pause';
+    const paused = async () => (await lh.schedules()).find((s) => s.name === 'sec-nightly')?.paused;
+    expect((await post(pause, { ...op, [CSRF_HEADER]: csrf, host: 'evil.example' })).status).toBe(421);
+    expect((await post(pause, { ...op, [CSRF_HEADER]: csrf, origin: 'http://evil.example' })).status).toBe(
+      403,
+    );
+    expect((await post(pause, { ...op })).status).toBe(403); // no CSRF token
+    expect((await post(pause, { authorization: 'Bearer view-token', [CSRF_HEADER]: csrf })).status).toBe(403);
+    expect((await post(pause, { [CSRF_HEADER]: csrf })).status).toBe(401); // no token
+    expect(await paused()).toBe(false);
+    const actions = async () =>
+      (
+        await testPool(1).query(
+          `SELECT actor, action, target_kind, target, reason FROM "${lh.schema}".operator_actions ORDER BY id`,
+        )
+      ).rows;
+    expect(await actions()).toEqual([]);
+
+    const ok = await post(
+      pause,
+      { ...op, [CSRF_HEADER]: csrf },
+      JSON.stringify({ reason: 'holiday freeze' }),
+    );
+    expect(ok.status, ok.body).toBe(200);
+    expect(JSON.parse(ok.body)).toEqual({ schedule: 'sec-nightly', paused: true });
+    expect(await paused()).toBe(true);
+    const resumed = await post('/api/schedules/sec-nightly/resume', { ...op, [CSRF_HEADER]: csrf });
+    expect(resumed.status).toBe(200);
+    expect(await paused()).toBe(false);
+    const queue = await post('/api/queues/sec-sched/pause', { ...op, [CSRF_HEADER]: csrf });
+    expect(queue.status).toBe(200);
+    expect(await actions()).toEqual([
+      {
+        actor: 'ops-alice',
+        action: 'pause',
+        target_kind: 'schedule',
+        target: 'sec-nightly',
+        reason: 'holiday freeze',
+      },
+      {
+        actor: 'ops-alice',
+        action: 'resume',
+        target_kind: 'schedule',
+        target: 'sec-nightly',
+        reason: 'resumed from the dashboard',
+      },
+      {
+        actor: 'ops-alice',
+        action: 'pause',
+        target_kind: 'queue',
+        target: 'sec-sched',
+        reason: 'paused from the dashboard',
+      },
+    ]);
+    // A name no schedule has: a clear error, nothing recorded.
+    const missing = await post('/api/schedules/no-such/pause', { ...op, [CSRF_HEADER]: csrf });
+    expect(missing.status).toBe(400);
+    expect(JSON.parse(missing.body).error).toMatch(/names no schedule/);
+    expect(await actions()).toHaveLength(3);
+    // The overview lists them for everyone, the viewer too.
+    const overview = await send(d.url, '/api/overview', { headers: { authorization: 'Bearer view-token' } });
+    expect(JSON.parse(overview.body).operatorActions.map((a: { target: string }) => a.target)).toEqual([
+      'sec-sched',
+      'sec-nightly',
+      'sec-nightly',
+    ]);
   });
 });
 

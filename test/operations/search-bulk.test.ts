@@ -83,6 +83,71 @@ describe('search finds jobs in every state by each filter', () => {
     expect(await ids({ queue: q, finishedTo: new Date(Date.now() - 60_000) })).toEqual([]);
   });
 
+  it('by schedule, by flow, and blocked: behind an ordering key or waiting for flow parents', async () => {
+    const q = 's-made';
+    // Two ticks of one schedule (one job succeeded, one pending), one of another, a plain job. The
+    // older tick is written as the scheduler writes it (its job, then its schedule_ticks row), so
+    // the test does not wait for a second tick of the clock.
+    await lh.schedule('s-nightly', { cron: '* * * * * *', queue: q, payload: {} });
+    await lh.schedule('s-other', { cron: '* * * * * *', queue: q, payload: {} });
+    const nightly1 = (await lh.enqueue(q, {})).id;
+    await testPool(1).query(
+      `INSERT INTO "${lh.schema}".schedule_ticks (schedule_name, tick_at, job_id)
+       VALUES ('s-nightly', now() - interval '1 hour', $1)`,
+      [nightly1],
+    );
+    const [lease] = await lh.claim({ queue: q, owner: 'w' });
+    expect(lease?.jobId).toBe(nightly1);
+    await lh.complete(lease!);
+    await testPool(1).query(
+      `UPDATE "${lh.schema}".schedules SET fire_after = now() - interval '1 second' WHERE name LIKE 's-%'`,
+    );
+    const { fired } = await lh.runSchedules();
+    const nightly2 = fired.find((f) => f.schedule === 's-nightly')!.jobId;
+    const other = fired.find((f) => f.schedule === 's-other')!.jobId;
+    const plain = (await lh.enqueue(q, {})).id;
+    expect(await ids({ schedule: 's-nightly' })).toEqual([nightly2, nightly1]);
+    expect(await ids({ schedule: 's-nightly', status: 'pending' })).toEqual([nightly2]);
+    expect(await ids({ queue: q, schedule: 's-other' })).toEqual([other]);
+    expect(await ids({ schedule: 's-none' })).toEqual([]);
+    expect(await ids({ queue: q })).toContain(plain);
+    await expect(search({ schedule: 'bad name' })).rejects.toThrow(ValidationError);
+
+    // A flow: a runs, b and c wait for it; d (another flow) waits too; an ordering-key waiter.
+    const fq = 's-flows';
+    const flow = await lh.enqueueFlow([
+      { ref: 'a', queue: fq, payload: {} },
+      { ref: 'b', queue: fq, payload: {}, dependsOn: ['a'] },
+      { ref: 'c', queue: fq, payload: {}, dependsOn: ['a', 'b'] },
+    ]);
+    const second = await lh.enqueueFlow([
+      { ref: 'x', queue: fq, payload: {} },
+      { ref: 'y', queue: fq, payload: {}, dependsOn: ['x'] },
+    ]);
+    await lh.enqueue(fq, {}, { orderingKey: 'k' });
+    const keyWaiter = (await lh.enqueue(fq, {}, { orderingKey: 'k' })).id;
+    const { a, b, c } = flow.ids;
+    expect(await ids({ flow: flow.flowId })).toEqual([c, b, a]);
+    expect(await ids({ flow: second.flowId })).toEqual([second.ids.y, second.ids.x]);
+    expect(await ids({ queue: fq, status: 'blocked' })).toEqual([keyWaiter, second.ids.y, c, b]);
+    expect(await ids({ flow: flow.flowId, status: 'blocked' })).toEqual([c, b]);
+    expect(await ids({ flow: flow.flowId, status: 'pending' })).toEqual([a]);
+    expect((await search({ id: b })).jobs[0]?.status).toBe('blocked');
+    // a succeeds: b is released (pending), c still waits for b; a is found among succeeded jobs.
+    const [leaseA] = await lh.claim({ queue: fq, owner: 'w', limit: 1 });
+    expect(leaseA?.jobId).toBe(a);
+    await lh.complete(leaseA!);
+    expect(await ids({ flow: flow.flowId, status: 'blocked' })).toEqual([c]);
+    expect(await ids({ flow: flow.flowId, status: 'pending' })).toEqual([b]);
+    expect(await ids({ flow: flow.flowId, status: 'succeeded' })).toEqual([a]);
+    expect(await ids({ flow: flow.flowId })).toEqual([c, b, a]);
+    await expect(search({ flow: 'abc' })).rejects.toThrow(ValidationError);
+    // Bulk actions take the same filters: cancel every blocked job of the flow.
+    expect(
+      await previewBulk(db(), lh.schema, 'cancel', { flow: flow.flowId, status: 'blocked' }),
+    ).toMatchObject({ matched: 1 });
+  });
+
   it('pages with a keyset cursor: no job twice, none missed, while new jobs arrive', async () => {
     const q = 's-pages';
     const { ids: made } = await lh.enqueueMany(

@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, cpSync, mkdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll } from 'vitest';
@@ -29,7 +29,12 @@ export async function buildPrivateCli(
     ],
     { cwd: root },
   );
-  cpSync(`${root}src/migrations/sql`, `${buildDir}/dist/migrations/sql`, { recursive: true });
+  // What tsc does not copy (the migrations' SQL, the dashboard's scripts and styles), copied by the
+  // package build's own step: a build made here without the assets had a CLI dashboard that failed
+  // to start (loadAssets found no app.js), seen only as the test's wait for it timing out.
+  await promisify(execFile)(process.execPath, [`${root}scripts/copy-migrations.mjs`, `${buildDir}/dist`], {
+    cwd: root,
+  });
   // The CLI reads its version from the package.json above dist/.
   copyFileSync(`${root}package.json`, `${buildDir}/package.json`);
   return {

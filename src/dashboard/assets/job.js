@@ -1,7 +1,9 @@
-// One job: its facts, actions, payload (on request), and its whole history as a timeline: claims
-// (the attempts its events end), heartbeats counted, expiries, refusals, retries with their delay,
-// operator actions, and its effects ledger entries with their state.
+// One job: its facts (with the schedule that made it), actions, payload, result and progress (on
+// request), its flow drawn as a graph, and its whole history as a timeline: claims (the attempts its
+// events end), heartbeats counted, expiries, refusals, retries with their delay, operator actions,
+// and its effects ledger entries with their state.
 import { age, el, fill, getJson, postJson, readOnly, say, time } from './dom.js';
+import { flowSection } from './flow.js';
 
 function attempts(count, max, budget) {
   if (budget === null || budget === undefined) return `${count}/${max}`;
@@ -136,8 +138,13 @@ function timeline(job) {
   );
 }
 
+// The payload, the result and the progress detail: user data, shown only on request.
+function shown(title, id, p) {
+  return p ? [el('h2', {}, title + (p.truncated ? ' (truncated)' : '')), el('pre', { id }, p.text)] : [];
+}
+
 export async function jobView(id) {
-  const { job } = await getJson(`/api/jobs/${id}${showPayload ? '?payload=1' : ''}`);
+  const { job, flow } = await getJson(`/api/jobs/${id}${showPayload ? '?payload=1' : ''}`);
   if (!job) {
     fill(document.getElementById('main'), el('h1', {}, `No job ${id}`));
     return;
@@ -157,6 +164,17 @@ export async function jobView(id) {
     ['last error', lastError || null],
     ['created', time(job.createdAt)],
     ['finished', job.finishedAt && time(job.finishedAt)],
+    [
+      'scheduled by',
+      job.schedule
+        ? el(
+            'span',
+            {},
+            el('a', { href: `/search?schedule=${encodeURIComponent(job.schedule.name)}` }, job.schedule.name),
+            ` (tick ${time(job.schedule.tickAt)})`,
+          )
+        : null,
+    ],
   ];
   const actions = [];
   const rerender = () => window.dispatchEvent(new Event('leasehold:render'));
@@ -194,8 +212,9 @@ export async function jobView(id) {
   if (actions.length) actions.push(reasonField());
   const payload = job.payloadPreview
     ? [
-        el('h2', {}, `Payload${job.payloadPreview.truncated ? ' (truncated)' : ''}`),
-        el('pre', { id: 'payload' }, job.payloadPreview.text),
+        ...shown('Payload', 'payload', job.payloadPreview),
+        ...shown('Progress', 'progress', job.progressPreview),
+        ...shown('Result', 'result', job.resultPreview),
       ]
     : [
         el('h2', {}, 'Payload'),
@@ -212,9 +231,9 @@ export async function jobView(id) {
                 rerender();
               },
             },
-            'Show payload',
+            'Show payload and result',
           ),
-          el('span', { class: 'note' }, ' hidden by default: it may hold personal data'),
+          el('span', { class: 'note' }, ' hidden by default: they may hold personal data'),
         ),
       ];
   const stack = job.lastErrorStack
@@ -245,6 +264,7 @@ export async function jobView(id) {
     ...stack,
     el('p', {}, actions),
     ...payload,
+    ...flowSection(flow, job.id),
     el('h2', {}, 'Timeline'),
     el(
       'p',
@@ -254,8 +274,7 @@ export async function jobView(id) {
         heartbeats +
         ' heartbeat(s) counted, ' +
         (job.effects || []).length +
-        ' effect(s). ' +
-        'Result, progress, flow and schedule appear here once those features are installed.',
+        ' effect(s).',
     ),
     timeline(job),
   );

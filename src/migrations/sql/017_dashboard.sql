@@ -31,6 +31,22 @@ CREATE INDEX jobs_ordering_key_idx
 -- keyed enqueues write job_keys.
 CREATE INDEX job_keys_key_idx ON job_keys (idempotency_key);
 
+-- Jobs made by a schedule, newest first: the primary key (schedule_name, tick_at) finds a
+-- schedule's ticks but not in job order, so a schedule with many ticks would be read whole before
+-- the newest page; this one is read backwards from the cursor, each entry a probe of the jobs'
+-- primary keys, index-only. Cost: one entry per tick, written by the statement that fires it
+-- (schedule_ticks already has two); plain jobs write none.
+CREATE INDEX schedule_ticks_name_job_idx ON schedule_ticks (schedule_name, job_id);
+
+-- Flow children waiting for their parents (status `blocked`, beside jobs_ordering_waiting_idx's
+-- jobs waiting behind an ordering key), by queue, newest first. Partial on waiting_parents > 0:
+-- only flow children have an entry, and only until their last parent succeeds (waiting_parents is
+-- already in jobs_claimable_idx's predicate, so no update that was HOT stops being so).
+-- The jobs of one flow need no new index: flow_nodes' UNIQUE (flow_id, ref) serves them.
+CREATE INDEX jobs_flow_waiting_idx
+  ON jobs (queue_name, id)
+  WHERE status = 'pending' AND waiting_parents > 0;
+
 -- Payload search is off unless a queue opts in: then the dashboard searches the first this many
 -- characters of the payload's JSON text of that queue's newest jobs (a bounded scan, never an index).
 ALTER TABLE queues ADD COLUMN payload_search_chars integer
@@ -79,5 +95,18 @@ CREATE TABLE metrics_rollup (
 
 -- The rollup's own pruning (rows older than two days) and the charts across queues.
 CREATE INDEX metrics_rollup_minute_idx ON metrics_rollup (minute);
+
+-- The audit log of operators' pauses and resumes of queues and schedules (from the dashboard): who,
+-- what, when and why. Written by the statement that makes the change (storage/operator-actions.ts),
+-- so a change is never left unrecorded. Newest first by the primary key.
+CREATE TABLE operator_actions (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  at timestamptz NOT NULL DEFAULT now(),
+  actor text CHECK (length(actor) <= 200),
+  action text NOT NULL CHECK (action IN ('pause', 'resume')),
+  target_kind text NOT NULL CHECK (target_kind IN ('queue', 'schedule')),
+  target text NOT NULL CHECK (length(target) BETWEEN 1 AND 128),
+  reason text CHECK (length(reason) <= 1000)
+);
 
 SELECT grant_roles();
