@@ -41,7 +41,9 @@ export interface ScheduleRow {
   db_now: Date;
 }
 
-const columns = (payload: string) => `s.name, s.cron, s.timezone, s.queue_name, s.task_name, ${payload} AS payload, s.priority,
+const columns = (
+  payload: string,
+) => `s.name, s.cron, s.timezone, s.queue_name, s.task_name, ${payload} AS payload, s.priority,
          s.max_attempts, s.ordering_key, s.concurrency_key, s.catch_up, s.catch_up_max, s.paused,
          s.revision::text AS revision, s.fire_after, s.last_tick_at, s.created_at, s.updated_at`;
 
@@ -139,7 +141,8 @@ export async function setSchedulePaused(
  * scheduler reads them. Primary-key range scan; the newest tick is one backward index probe of
  * schedule_ticks' primary key per schedule. No locks.
  */
-const scheduleListText = (payload: string) => (s: string) => `
+const scheduleListText = (payload: string) => (s: string) =>
+  `
   SELECT ${columns(payload)},
          (SELECT t.job_id::text FROM ${s}.schedule_ticks AS t
           WHERE t.schedule_name = s.name ORDER BY t.tick_at DESC LIMIT 1) AS last_job_id,
@@ -169,7 +172,8 @@ export function listScheduleRows(
 }
 
 /** ScheduleGet: one schedule by name, as ScheduleList reads it. Primary key; no locks. */
-const scheduleGetText = (payload: string) => (s: string) => `
+const scheduleGetText = (payload: string) => (s: string) =>
+  `
   SELECT ${columns(payload)},
          (SELECT t.job_id::text FROM ${s}.schedule_ticks AS t
           WHERE t.schedule_name = s.name ORDER BY t.tick_at DESC LIMIT 1) AS last_job_id,
