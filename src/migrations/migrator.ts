@@ -86,7 +86,11 @@ export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateRes
   // Migrations speak to the operator through NOTICEs prefixed "leasehold:" (006: roles skipped).
   const notices: string[] = [];
   const onNotice = (notice: { message?: string }) => {
-    if (notice.message?.startsWith('leasehold: ')) notices.push(notice.message.slice('leasehold: '.length));
+    if (!notice.message?.startsWith('leasehold: ')) return;
+    // Each later migration that adds tables runs grant_roles() again (017), which repeats its
+    // notices about missing roles word for word: the operator needs each once.
+    const message = notice.message.slice('leasehold: '.length);
+    if (!notices.includes(message)) notices.push(message);
   };
   client.on('notice', onNotice);
   try {

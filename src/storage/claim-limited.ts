@@ -4,7 +4,9 @@ import { defineStatement, type Queryable, run } from './db.js';
 /**
  * JobClaimManyLimited: pending -> running, for up to $3 jobs of queue $1, with at most the queue's
  * concurrency_limit_per_key jobs of one concurrency key running at once, across all workers.
- * Used only for queues with a limit configured, so plain claims never pay for it.
+ * Used only for queues with a limit configured, so plain claims never pay for it. Yields nothing for
+ * a queue with a rate or concurrency limit (015), as the plain claim does: those go through
+ * JobClaimManyThrottled, which alone keeps the limiter rows.
  *
  * 1. `candidate` locks a window of $5 claimable jobs in preference order (SKIP LOCKED, served by
  *    jobs_claimable_idx), wider than $3 so jobs of a saturated key can be passed over.
@@ -24,7 +26,9 @@ export const JobClaimManyLimited = defineStatement(
   WITH settings AS (
     SELECT concurrency_limit_per_key AS per_key
     FROM ${s}.queues
-    WHERE name = $1 AND NOT paused
+    -- Nothing for a queue with a rate or concurrency limit: those are the throttled claim's (a
+    -- worker role calling this function directly must not step around them; issue 17).
+    WHERE name = $1 AND NOT paused AND rate_limit_max IS NULL AND concurrency_limit IS NULL
   ),
   candidate AS (
     SELECT id, concurrency_key, priority, available_at

@@ -37,7 +37,7 @@ import { defineStatement, type Queryable, run } from './db.js';
  *    (the union of intervals, so three throttled workers do not count the same wait three times).
  * The statement returns the claimed jobs plus one row with a null id: the verdict.
  */
-const JobClaimManyThrottled = defineStatement(
+export const JobClaimManyThrottled = defineStatement(
   'claim_jobs_throttled',
   (s) => `
   WITH settings AS (

@@ -74,7 +74,7 @@ const OUTCOME = `(CASE
  * autocommit enqueue whose wake-up the coalescer sends, as JobInsertQuiet). Jobs: primary-key
  * lookups; keys: dedupe_keys' and ordering_keys' primary keys.
  */
-const JobInsertDeduped = defineStatement(
+export const JobInsertDeduped = defineStatement(
   'enqueue_deduped',
   (s) => `
   WITH items AS MATERIALIZED (

@@ -2,34 +2,32 @@ import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 
 /**
- * FlowIdsDraw: draws $1 job ids from the jobs sequence for a flow about to be inserted. Ids drawn by
- * a flow that is then not inserted (refused, rolled back) are skipped, as any failed insert's are.
- * Writes no row.
+ * FlowInsert: (nothing) -> pending, for a whole flow in one statement (all or nothing): draws one
+ * job id per node from the jobs sequence (`drawn`, in node order, so ids ascend with the nodes),
+ * then inserts the flow row, every job, its node row (ref, onParentDead) and every edge. Edges
+ * arrive as 1-based node positions ($12 parents, $13 children), never as job ids: the statement
+ * (and the producer's function that runs it, storage/functions.ts) can only link the jobs it just
+ * created, and no caller can choose a job's id (issue 17: a chosen id would collide with the next
+ * enqueue of everyone else). Ids drawn by a flow that is then refused or rolled back are skipped, as
+ * any failed insert's are. Every column travels as an array, zipped by unnest with the drawn ids,
+ * and edges look their ids up by subscript in the one-row `drawn`: no join, so the plan stays cheap
+ * whatever the graph's size (joining edges to nodes here made the planner expect millions of rows
+ * and spend seconds compiling it with JIT). A node with parents is inserted with waiting_parents
+ * set to their number: outside jobs_claimable_idx until the statements accepting its parents'
+ * completions bring it to 0. A node with children carries has_children, which is what lets those
+ * statements find the edges. Notifies the queues of the nodes claimable at once (delivered on
+ * commit, folded per transaction). Returns the flow id and the job ids in node order.
  */
-const FlowIdsDraw = defineStatement(
-  'draw_flow_ids',
-  (s) => `
-  SELECT array_agg(nextval(pg_get_serial_sequence('${s}.jobs', 'id')))::text[] AS ids
-  FROM generate_series(1, $1::integer)`,
-);
-
-/**
- * FlowInsert: (nothing) -> pending, for a whole flow in one statement (all or nothing): the flow
- * row, every job (with the ids FlowIdsDraw drew), its node row (ref, onParentDead) and every edge
- * (parent and child ids, resolved in the client). Every column travels as an array, zipped by
- * unnest: no join, so the plan stays cheap whatever the graph's size (joining edges to nodes here
- * made the planner expect millions of rows and spend seconds compiling it with JIT). A node with
- * parents is inserted with waiting_parents set to their number: outside jobs_claimable_idx until
- * the statements accepting its parents' completions bring it to 0. A node with children carries
- * has_children, which is what lets those statements find the edges. Notifies the queues of the
- * nodes claimable at once (delivered on commit, folded per transaction).
- */
-const FlowInsert = defineStatement(
+export const FlowInsert = defineStatement(
   'enqueue_flow',
   (s) => `
-  WITH flow AS (
+  WITH drawn AS MATERIALIZED (
+    SELECT array_agg(nextval(pg_get_serial_sequence('${s}.jobs', 'id')) ORDER BY g) AS ids
+    FROM generate_series(1, cardinality($1::text[])) AS g
+  ),
+  flow AS (
     INSERT INTO ${s}.flows (node_count)
-    VALUES (cardinality($1::bigint[]))
+    VALUES (cardinality($1::text[]))
     RETURNING id
   ),
   inserted AS (
@@ -39,8 +37,9 @@ const FlowInsert = defineStatement(
     SELECT i.id, i.queue_name, i.payload::jsonb, i.priority,
            coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts,
            i.concurrency_key, i.waiting_parents, i.has_children
-    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[],
-                $6::double precision[], $7::integer[], $8::text[], $10::integer[], $11::boolean[])
+    FROM drawn CROSS JOIN LATERAL
+         unnest(drawn.ids, $1::text[], $2::text[], $3::integer[], $4::timestamptz[],
+                $5::double precision[], $6::integer[], $7::text[], $9::integer[], $10::boolean[])
       AS i(id, queue_name, payload, priority, run_at, delay_ms, max_attempts, concurrency_key,
            waiting_parents, has_children)
     RETURNING id
@@ -48,21 +47,23 @@ const FlowInsert = defineStatement(
   nodes AS (
     INSERT INTO ${s}.flow_nodes (job_id, flow_id, ref, on_parent_dead)
     SELECT n.id, flow.id, n.ref, n.on_parent_dead
-    FROM unnest($1::bigint[], $9::text[], $12::text[]) AS n(id, ref, on_parent_dead) CROSS JOIN flow
+    FROM drawn CROSS JOIN LATERAL unnest(drawn.ids, $8::text[], $11::text[]) AS n(id, ref, on_parent_dead)
+    CROSS JOIN flow
   ),
   edges AS (
     INSERT INTO ${s}.job_dependencies (parent_id, child_id, flow_id)
-    SELECT e.parent_id, e.child_id, flow.id
-    FROM unnest($13::bigint[], $14::bigint[]) AS e(parent_id, child_id) CROSS JOIN flow
+    SELECT drawn.ids[e.parent_at], drawn.ids[e.child_at], flow.id
+    FROM unnest($12::integer[], $13::integer[]) AS e(parent_at, child_at) CROSS JOIN drawn CROSS JOIN flow
   ),
   woken AS (
-    SELECT count(pg_notify($15, q.queue_name)) AS n
+    SELECT count(pg_notify($14, q.queue_name)) AS n
     FROM (SELECT DISTINCT queue_name
-          FROM unnest($2::text[], $10::integer[]) AS r(queue_name, waiting_parents)
+          FROM unnest($1::text[], $9::integer[]) AS r(queue_name, waiting_parents)
           WHERE waiting_parents = 0) AS q
   )
-  SELECT flow.id::text AS flow_id, (SELECT count(*) FROM inserted)::int AS inserted, woken.n AS woken
-  FROM flow, woken`,
+  SELECT flow.id::text AS flow_id, drawn.ids::text[] AS ids, (SELECT count(*) FROM inserted)::int AS inserted,
+         woken.n AS woken
+  FROM flow, woken, drawn`,
 );
 
 /** One validated node of a flow, ready to insert. */
@@ -82,9 +83,8 @@ export interface NewFlowNode {
 }
 
 /**
- * Inserts a flow: its job ids drawn first, then everything in one statement (all or nothing);
- * returns the flow id and the job ids in node order. `edges` are [parent index, child index] pairs
- * into `nodes` (0-based).
+ * Inserts a flow in one statement (all or nothing); returns the flow id and the job ids in node
+ * order. `edges` are [parent index, child index] pairs into `nodes` (0-based).
  */
 export async function insertFlow(
   db: Queryable,
@@ -92,10 +92,7 @@ export async function insertFlow(
   nodes: readonly NewFlowNode[],
   edges: readonly (readonly [number, number])[],
 ): Promise<{ flowId: string; ids: string[] }> {
-  const drawn = await run<{ ids: string[] }>(db, FlowIdsDraw(schema), [nodes.length]);
-  const ids = drawn[0]?.ids ?? [];
-  const rows = await run<{ flow_id: string }>(db, FlowInsert(schema), [
-    ids,
+  const rows = await run<{ flow_id: string; ids: string[] }>(db, FlowInsert(schema), [
     nodes.map((n) => n.queue),
     nodes.map((n) => n.payloadJson),
     nodes.map((n) => n.priority),
@@ -107,11 +104,11 @@ export async function insertFlow(
     nodes.map((n) => n.parents),
     nodes.map((n) => n.hasChildren),
     nodes.map((n) => n.onParentDead),
-    edges.map((e) => ids[e[0]]),
-    edges.map((e) => ids[e[1]]),
+    edges.map((e) => e[0] + 1),
+    edges.map((e) => e[1] + 1),
     wakeupChannel(schema),
   ]);
-  return { flowId: rows[0]?.flow_id as string, ids };
+  return { flowId: rows[0]?.flow_id as string, ids: rows[0]?.ids ?? [] };
 }
 
 /**

@@ -25,18 +25,27 @@ import { createHash } from 'node:crypto';
 import { JobAgePending } from './aging.js';
 import { JobClaimMany } from './claim.js';
 import { JobClaimManyLimited } from './claim-limited.js';
-import { JobCompleteMany } from './complete.js';
+import { JobClaimManyThrottled } from './claim-throttled.js';
+import { JobCompleteMany, JobCompleteManyWithResults } from './complete.js';
 import { defineStatement, quoteIdent, type Statement } from './db.js';
 import { EffectBegin, EffectRearm, EffectRecordResult } from './effects.js';
 import { JobInsert, JobInsertMany, JobInsertManyQuiet, JobInsertQuiet } from './enqueue.js';
+import { JobInsertDeduped } from './enqueue-dedupe.js';
 import { JobInsertKeyed } from './enqueue-keyed.js';
 import { JobInsertOrdered } from './enqueue-ordered.js';
 import { JobFailMany, JobSnoozeMany } from './fail.js';
+import { FlowInsert } from './flows.js';
 import { JobExtendLeaseMany } from './heartbeat.js';
 import { RefusalRecord } from './job-transaction.js';
 import { OrderingKeyRepairListed, OrderingKeyRepairScan, OrderingKeyRepairSweep } from './ordering.js';
 import { JobGetById, JobGetByIdWithoutPayload } from './read.js';
 import { JobRecoverExpired } from './recover.js';
+import {
+  ScheduleGet,
+  ScheduleGetWithoutPayload,
+  ScheduleList,
+  ScheduleListWithoutPayload,
+} from './schedules.js';
 import { JobTraceAttach } from './traces.js';
 
 /** Which per-schema role may execute a function (the admin roles may execute every one). */
@@ -55,12 +64,14 @@ export interface FunctionEntry {
 const FENCE = 'bigint[], bigint[], bigint[], text[], text[]';
 const CLAIMED = `id bigint, payload jsonb, lease_token bigint, lease_claim_id bigint, attempt_count integer,
   max_attempts integer, priority integer, lease_expires_ms double precision, available_ms double precision`;
+const COMPLETED = 'id bigint, repair text[], woken bigint, announced bigint, flow_woken bigint';
 const REPAIRED = `seen integer, released integer, removed integer, missed integer, woken bigint,
   last_queue text, last_key text`;
 
 /** Every statement that goes through a function, one line each. */
 export const FUNCTIONS: readonly FunctionEntry[] = [
-  // The worker: claim, renew, complete, fail, snooze, the effects ledger, recovery, fairness, ordering repair.
+  // The worker: claim (plain, per-key, throttled), renew (with progress), complete (with results),
+  // fail, snooze, the effects ledger, recovery, fairness, ordering repair.
   {
     role: 'worker',
     statement: JobClaimMany,
@@ -74,22 +85,39 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     returns: CLAIMED,
   },
   {
+    // Rate and concurrency limits (015): the limiter rows are written only here, under the queue's
+    // lock, so a worker cannot reset a window; the plain claims yield nothing for a limited queue.
+    role: 'worker',
+    statement: JobClaimManyThrottled,
+    args: 'text, text, integer, double precision, bigint, bigint, double precision',
+    returns: `${CLAIMED}, wait_ms double precision, throttled_by text`,
+  },
+  {
+    // A job's progress rides the renewal ($7): no statement of its own.
     role: 'worker',
     statement: JobExtendLeaseMany,
-    args: `${FENCE}, double precision[]`,
+    args: `${FENCE}, double precision[], text[]`,
     returns: 'id bigint, lease_expires_at timestamptz',
   },
   {
     role: 'worker',
     statement: JobCompleteMany,
-    args: `${FENCE}, text`,
-    returns: 'id bigint, repair text[], woken bigint',
+    args: `${FENCE}, text, text`,
+    returns: COMPLETED,
+  },
+  {
+    // With the handlers' results (011); both completions release flow children (014), and only
+    // for the rows the fence accepted.
+    role: 'worker',
+    statement: JobCompleteManyWithResults,
+    args: `${FENCE}, text, text[], text`,
+    returns: COMPLETED,
   },
   {
     role: 'worker',
     statement: JobFailMany,
-    args: `${FENCE}, boolean[], double precision[], double precision[], double precision[], integer[], text[], text[], text[], text[]`,
-    returns: 'id bigint, status text',
+    args: `${FENCE}, boolean[], double precision[], double precision[], double precision[], integer[], text[], text[], text[], text[], text, text`,
+    returns: 'id bigint, status text, announced bigint, flow_woken bigint',
   },
   {
     role: 'worker',
@@ -119,8 +147,9 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
   {
     role: 'worker',
     statement: JobRecoverExpired,
-    args: 'bigint, double precision, double precision, text',
-    returns: 'retried integer, dead integer, woken integer, max_delay_ms double precision',
+    args: 'bigint, double precision, double precision, text, text',
+    returns:
+      'retried integer, dead integer, woken integer, flow_woken bigint, announced integer, max_delay_ms double precision',
   },
   { role: 'worker', statement: JobAgePending, args: 'text, bigint', returns: 'raised integer' },
   {
@@ -131,7 +160,7 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
   },
   { role: 'worker', statement: OrderingKeyRepairSweep, args: 'bigint, text', returns: REPAIRED },
   { role: 'worker', statement: OrderingKeyRepairScan, args: 'bigint, text, text, text', returns: REPAIRED },
-  // The producer: enqueue one, many, keyed, ordered, and the trace context of what it enqueued.
+  // The producer: enqueue one, many, keyed, ordered, deduped, a flow, and the trace context of what it enqueued.
   {
     role: 'producer',
     statement: JobInsert,
@@ -168,15 +197,34 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
     returns: 'ids text[], notified text',
   },
+  {
+    // Dedupe modes (013): the producer may dedupe, as the enqueue API promises (a replace cancels
+    // the running job its key names, fenced by a token bump), and only that: dedupe_keys are
+    // written by no other path.
+    role: 'producer',
+    statement: JobInsertDeduped,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[], text[], text[], double precision[], integer[], boolean',
+    returns: 'id text, outcome text, cancelled_id text, notified bigint',
+  },
+  {
+    // Flows (014): the job ids are drawn inside, and edges name node positions, so a caller can
+    // neither choose an id nor link a job it did not just create.
+    role: 'producer',
+    statement: FlowInsert,
+    args: 'text[], text[], integer[], timestamptz[], double precision[], integer[], text[], text[], integer[], boolean[], text[], integer[], integer[], text',
+    returns: 'flow_id text, ids text[], inserted integer, woken bigint',
+  },
   { role: 'producer', statement: JobTraceAttach, args: 'bigint[], text', returns: null },
 ];
 
 /**
- * Reads that the producer and worker roles run in another form: they may read jobs but not
- * payloads, so getJob runs without one (the payload reads null).
+ * Reads that the producer and worker roles run in another form: they may read jobs and schedules
+ * but not payloads, so getJob and the schedule reads run without one (the payload reads null).
  */
 const STAND_INS: readonly (readonly [(schema: string) => Statement, (schema: string) => Statement])[] = [
   [JobGetById, JobGetByIdWithoutPayload],
+  [ScheduleList, ScheduleListWithoutPayload],
+  [ScheduleGet, ScheduleGetWithoutPayload],
 ];
 
 /** One entry made concrete for a schema: its function's name, DDL and call. */

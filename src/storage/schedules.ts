@@ -41,7 +41,9 @@ export interface ScheduleRow {
   db_now: Date;
 }
 
-const COLUMNS = `s.name, s.cron, s.timezone, s.queue_name, s.task_name, s.payload, s.priority,
+const columns = (
+  payload: string,
+) => `s.name, s.cron, s.timezone, s.queue_name, s.task_name, ${payload} AS payload, s.priority,
          s.max_attempts, s.ordering_key, s.concurrency_key, s.catch_up, s.catch_up_max, s.paused,
          s.revision::text AS revision, s.fire_after, s.last_tick_at, s.created_at, s.updated_at`;
 
@@ -141,17 +143,25 @@ export async function setSchedulePaused(
  * scheduler reads them. Primary-key range scan; the newest tick is one backward index probe of
  * schedule_ticks' primary key per schedule. No locks.
  */
-const ScheduleList = defineStatement(
-  'schedule_list',
-  (s) => `
-  SELECT ${COLUMNS},
+const scheduleListText = (payload: string) => (s: string) =>
+  `
+  SELECT ${columns(payload)},
          (SELECT t.job_id::text FROM ${s}.schedule_ticks AS t
           WHERE t.schedule_name = s.name ORDER BY t.tick_at DESC LIMIT 1) AS last_job_id,
          now() AS db_now
   FROM ${s}.schedules AS s
   WHERE s.name > $1 AND (NOT $3 OR NOT s.paused)
   ORDER BY s.name
-  LIMIT $2`,
+  LIMIT $2`;
+export const ScheduleList = defineStatement('schedule_list', scheduleListText('s.payload'));
+
+/**
+ * ScheduleList for the producer and worker roles, which may not read a schedule's payload (issue 17):
+ * the payload reads null. Run in its place on a `viaFunctions` connection (STAND_INS, functions.ts).
+ */
+export const ScheduleListWithoutPayload = defineStatement(
+  'schedule_list_without_payload',
+  scheduleListText('NULL::jsonb'),
 );
 
 /** Reads up to `limit` schedules named after `after` (name order); `activeOnly` skips paused ones. */
@@ -164,15 +174,20 @@ export function listScheduleRows(
 }
 
 /** ScheduleGet: one schedule by name, as ScheduleList reads it. Primary key; no locks. */
-const ScheduleGet = defineStatement(
-  'schedule_get',
-  (s) => `
-  SELECT ${COLUMNS},
+const scheduleGetText = (payload: string) => (s: string) =>
+  `
+  SELECT ${columns(payload)},
          (SELECT t.job_id::text FROM ${s}.schedule_ticks AS t
           WHERE t.schedule_name = s.name ORDER BY t.tick_at DESC LIMIT 1) AS last_job_id,
          now() AS db_now
   FROM ${s}.schedules AS s
-  WHERE s.name = $1`,
+  WHERE s.name = $1`;
+export const ScheduleGet = defineStatement('schedule_get', scheduleGetText('s.payload'));
+
+/** ScheduleGet without the payload (it reads null), for the producer and worker roles. */
+export const ScheduleGetWithoutPayload = defineStatement(
+  'schedule_get_without_payload',
+  scheduleGetText('NULL::jsonb'),
 );
 
 /** Reads one schedule; null when there is none by that name. */

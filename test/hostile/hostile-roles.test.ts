@@ -56,6 +56,15 @@ async function snapshot(schema: string): Promise<Record<string, unknown[]>> {
     'job_effects',
     'lease_refusals',
     'queues',
+    // 011-015: schedules, dedupe keys, flows, rate limits.
+    'schedules',
+    'schedule_ticks',
+    'dedupe_keys',
+    'flows',
+    'flow_nodes',
+    'job_dependencies',
+    'rate_limits',
+    'rate_limit_keys',
   ];
   const out: Record<string, unknown[]> = {};
   for (const table of tables) {
@@ -179,6 +188,89 @@ describe('a leaked worker credential', () => {
     expect(await owner.complete(lease)).toBe(true);
   });
 
+  it('cannot release a flow child without an accepted completion: a wrong claim id releases nothing', async () => {
+    const { ids } = await owner.enqueueFlow([
+      { ref: 'parent', queue: 'w-flow', payload: {} },
+      { ref: 'child', queue: 'w-flow', payload: {}, dependsOn: ['parent'] },
+    ]);
+    const [lease] = await owner.claim({ queue: 'w-flow', owner: 'honest', leaseMs: 60_000 });
+    expect(lease?.jobId).toBe(ids.parent);
+    const forged = { ...(lease as Lease), claimId: lease?.claimId === '1' ? '2' : '1' };
+    const before = await snapshot(owner.schema);
+    // Through the library and through the completion functions (with and without results).
+    expect(await worker.complete(forged)).toBe(false);
+    for (const label of ['complete_jobs', 'complete_jobs_with_results']) {
+      const fn = schemaFunctions(owner.schema).find((f) => f.label === label);
+      const fence = [[forged.jobId], [forged.token], [forged.claimId], ['honest'], [forged.jobId]];
+      const { rows } = await workerSql.query(
+        fn?.call.text ?? '',
+        label === 'complete_jobs'
+          ? [...fence, 'wake', 'finished']
+          : [...fence, 'wake', ['{"forged":true}'], 'finished'],
+      );
+      expect(rows, label).toEqual([]);
+    }
+    // Nothing released, finished or resolved; only the refusals were counted.
+    const after = await snapshot(owner.schema);
+    expect(after.jobs).toEqual(before.jobs);
+    expect(after.job_dependencies).toEqual(before.job_dependencies);
+    expect(after.finished_jobs).toEqual(before.finished_jobs);
+    expect(await worker.claim({ queue: 'w-flow', owner: 'thief' })).toEqual([]);
+    // Nor directly: the edges and the child's count are not the worker's to write.
+    await refused(() => workerSql.query(`UPDATE ${s}.job_dependencies SET resolved = true`));
+    await refused(() =>
+      workerSql.query(`UPDATE ${s}.jobs SET waiting_parents = 0 WHERE id = $1`, [ids.child]),
+    );
+    await refused(() => workerSql.query(`DELETE FROM ${s}.job_dependencies`));
+    // The honest holder's completion releases the child.
+    expect(await owner.complete(lease as Lease)).toBe(true);
+    expect((await worker.claim({ queue: 'w-flow', owner: 'w' })).map((l) => l.jobId)).toEqual([ids.child]);
+  });
+
+  it('cannot alter rate_limits or their windows to escape a limit', async () => {
+    await owner.configureQueue('w-limit', { rateLimit: { max: 1, perMs: 3_600_000 }, concurrencyLimit: 1 });
+    await owner.enqueueMany('w-limit', [{ payload: { n: 1 } }, { payload: { n: 2 } }]);
+    const [first] = await worker.claim({ queue: 'w-limit', owner: 'w' });
+    expect(first).toBeDefined();
+    await refused(() =>
+      workerSql.query(`UPDATE ${s}.rate_limits SET claimed_total = 0, throttled_until = '-infinity'`),
+    );
+    await refused(() => workerSql.query(`DELETE FROM ${s}.rate_limit_keys`));
+    await refused(() =>
+      workerSql.query(`UPDATE ${s}.rate_limit_keys SET start_at = '{}', start_n = '{}', granted = 0`),
+    );
+    await refused(() =>
+      workerSql.query(`INSERT INTO ${s}.rate_limits (queue_name) VALUES ('w-limit-forged')`),
+    );
+    await refused(() =>
+      workerSql.query(`UPDATE ${s}.queues SET rate_limit_max = NULL, concurrency_limit = NULL`),
+    );
+    // Nor through the claims: the plain and per-key claim functions yield nothing on a limited
+    // queue, and the throttled one keeps the limit whatever it is asked for.
+    for (const label of ['claim_jobs', 'claim_jobs_limited', 'claim_jobs_throttled']) {
+      const fn = schemaFunctions(owner.schema).find((f) => f.label === label);
+      const values =
+        label === 'claim_jobs'
+          ? ['w-limit', 'thief', 100, 60_000, 7, '-infinity']
+          : label === 'claim_jobs_limited'
+            ? ['w-limit', 'thief', 100, 60_000, 7, 100]
+            : ['w-limit', 'thief', 100, 60_000, 1000, 7, 1];
+      const { rows } = await workerSql.query(fn?.call.text ?? '', values);
+      expect(
+        rows.filter((row) => row.id !== null),
+        label,
+      ).toEqual([]);
+    }
+    const { rows: states } = await ownerSql.query(
+      `SELECT status::text, count(*)::int AS n FROM ${s}.jobs WHERE queue_name = 'w-limit' GROUP BY status ORDER BY status`,
+    );
+    expect(states).toEqual([
+      { status: 'pending', n: 1 },
+      { status: 'running', n: 1 },
+    ]);
+    expect(await worker.complete(first as Lease)).toBe(true);
+  });
+
   it('has nothing on another schema: not its tables, not its functions', async () => {
     await other.enqueue('x-schema', { secret: 'other-schema' });
     const claim = schemaFunctions(other.schema).find((fn) => fn.label === 'claim_jobs');
@@ -260,6 +352,96 @@ describe('a leaked producer credential', () => {
     await refused(() => producerSql.query(`SELECT nextval(pg_get_serial_sequence('${s}.jobs', 'id'))`));
     // Others' enqueues go on as before.
     expect((await producer.enqueue('p-ids', { fine: true })).created).toBe(true);
+  });
+
+  it('cannot rewrite dedupe keys, schedule ticks, rate limits or flows directly', async () => {
+    const { pending } = await scene('p-tables');
+    const keyed = await owner.enqueue('p-tables', { d: 1 }, { dedupe: { key: 'k', mode: 'replace' } });
+    await owner.schedule('p-tables', { cron: '0 0 1 1 *', queue: 'p-tables' });
+    await owner.configureQueue('p-tables-limited', { rateLimit: { max: 1, perMs: 60_000 } });
+    const { ids } = await owner.enqueueFlow([
+      { ref: 'a', queue: 'p-tables', payload: {} },
+      { ref: 'b', queue: 'p-tables', payload: {}, dependsOn: ['a'] },
+    ]);
+    // dedupe_keys: neither read nor written but by the enqueue function.
+    await refused(() => producerSql.query(`SELECT * FROM ${s}.dedupe_keys`));
+    await refused(() =>
+      producerSql.query(`UPDATE ${s}.dedupe_keys SET job_id = $1 WHERE queue_name = 'p-tables'`, [
+        pending.id,
+      ]),
+    );
+    await refused(() => producerSql.query(`DELETE FROM ${s}.dedupe_keys`));
+    await refused(() =>
+      producerSql.query(
+        `INSERT INTO ${s}.dedupe_keys (queue_name, dedupe_key, job_id, mode) VALUES ('p-tables', 'x', $1, 'replace')`,
+        [keyed.id],
+      ),
+    );
+    // schedule_ticks and schedules: readable (without a schedule's payload), never writable.
+    await refused(() => producerSql.query(`SELECT payload FROM ${s}.schedules`));
+    await refused(() =>
+      producerSql.query(
+        `INSERT INTO ${s}.schedule_ticks (schedule_name, tick_at, job_id) VALUES ('p-tables', now(), $1)`,
+        [pending.id],
+      ),
+    );
+    await refused(() => producerSql.query(`DELETE FROM ${s}.schedule_ticks`));
+    await refused(() => producerSql.query(`UPDATE ${s}.schedules SET paused = true`));
+    // rate limits: not its to touch at all.
+    await refused(() => producerSql.query(`UPDATE ${s}.rate_limits SET claimed_total = 0`));
+    await refused(() => producerSql.query(`DELETE FROM ${s}.rate_limit_keys`));
+    // flows: written only by the flow function.
+    await refused(() => producerSql.query(`UPDATE ${s}.job_dependencies SET resolved = true`));
+    await refused(() =>
+      producerSql.query(
+        `INSERT INTO ${s}.job_dependencies (parent_id, child_id, flow_id)
+                         SELECT $1, $2, flow_id FROM ${s}.flow_nodes WHERE job_id = $2`,
+        [pending.id, ids.b],
+      ),
+    );
+    await refused(() => producerSql.query(`DELETE FROM ${s}.flows`));
+  });
+
+  it('cannot choose the ids of a flow, nor link it to jobs it did not create', async () => {
+    const { pending } = await scene('p-flow');
+    const fn = schemaFunctions(owner.schema).find((f) => f.label === 'enqueue_flow');
+    const node = (n: number) => [
+      Array(n).fill('p-flow'),
+      Array(n).fill('{}'),
+      Array(n).fill(0),
+      Array(n).fill(null),
+      Array(n).fill(0),
+      Array(n).fill(1),
+      Array(n).fill(null),
+    ];
+    // An edge names node positions: one outside the flow (as a foreign job would be) is refused.
+    const before = await snapshot(owner.schema);
+    const err = await producerSql
+      .query(fn?.call.text ?? '', [...node(1), ['only'], [1], [false], ['block'], [2], [1], 'chan'])
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect((err as { code?: string } | null)?.code).toBe('23502'); // no job id: nothing inserted
+    expect(await snapshot(owner.schema)).toEqual(before);
+    // What it creates gets fresh ids from the sequence, above every existing job.
+    const { rows } = await producerSql.query(fn?.call.text ?? '', [
+      ...node(2),
+      ['a', 'b'],
+      [0, 1],
+      [true, false],
+      ['block', 'block'],
+      [1],
+      [2],
+      'chan',
+    ]);
+    const ids = (rows[0] as { ids: string[] }).ids.map(BigInt);
+    expect(ids[0]! > BigInt(pending.id)).toBe(true);
+    const { rows: edges } = await ownerSql.query(
+      `SELECT parent_id::text, child_id::text FROM ${s}.job_dependencies WHERE child_id = $1`,
+      [String(ids[1])],
+    );
+    expect(edges).toEqual([{ parent_id: String(ids[0]), child_id: String(ids[1]) }]);
   });
 
   it('cannot claim or complete: the worker functions are not its to execute', async () => {

@@ -24,7 +24,7 @@ import {
   waitFor,
 } from '../support/db.js';
 import { rejection } from '../support/hostile.js';
-import { clientAs } from '../support/roles.js';
+import { roleClient } from '../support/roles.js';
 import { started } from '../support/worker.js';
 
 // A client of its own on the server itself, LISTENing on a schema's finished channel.
@@ -213,8 +213,9 @@ describe('lh.waitFor', () => {
 describe('waiting under the least-privilege roles', () => {
   it('a producer (no UPDATE on jobs) flags the job through wait_for_jobs() and is woken by its notification', async () => {
     const owner = await migratedClient(listenOptions());
-    const producer = await clientAs(['leasehold_producer'], owner.schema);
-    const worker = await clientAs(['leasehold_worker'], owner.schema);
+    // The schema's own roles (016), through their functions as operators run them.
+    const producer = await roleClient(owner.schema, 'producer');
+    const worker = await roleClient(owner.schema, 'worker');
     const { id } = await producer.enqueue('roles', { n: 1 });
     const waiting = producer.waitFor(id, { timeoutMs: 20_000 });
     await waitFor(

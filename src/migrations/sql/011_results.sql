@@ -22,36 +22,25 @@ ALTER TABLE jobs ADD COLUMN progress jsonb;
 ALTER TABLE jobs ADD COLUMN notify_on_finish boolean NOT NULL DEFAULT false;
 
 -- A waiter flags the jobs it waits for through this function rather than by UPDATE: every role
--- that may read jobs may wait for them (a producer's enqueueAndWait), yet none needs an UPDATE
--- privilege on jobs for it, and grant_roles() (which revokes and re-grants table privileges) leaves
--- it alone. It only ever sets the flag, on live jobs. Returns the ids it flagged.
-CREATE FUNCTION wait_for_jobs(ids bigint[]) RETURNS SETOF bigint
-LANGUAGE sql
-SECURITY DEFINER
--- The Leasehold schema, as the migrator set it, whoever calls.
-SET search_path FROM CURRENT
-AS $wait$
-  UPDATE jobs SET notify_on_finish = true
-  WHERE id = ANY (ids) AND status IN ('pending', 'running') AND NOT notify_on_finish
-  RETURNING id
-$wait$;
-REVOKE EXECUTE ON FUNCTION wait_for_jobs(bigint[]) FROM PUBLIC;
-
--- Grants where the roles exist (grant_roles() computes the worker's updatable columns itself, but
--- would repeat its notices about roles this owner may not create): the worker writes progress
--- (and gets the flag's column too, as grant_roles() grants it every jobs column but the job's
--- identity and input); every role may wait. A role without the grant can still wait: it polls (src/job-waiters.ts).
-DO $grant$
-DECLARE
-  role_name text;
+-- that may read jobs may wait for them (a producer's enqueueAndWait, a worker's waitFor), yet none
+-- needs an UPDATE privilege on jobs for it. It only ever sets the flag, on live jobs. Returns the
+-- ids it flagged. Like the functions of storage/functions.ts (issue 17): owned by the migrating
+-- role, search_path pinned to pg_catalog, pg_temp, the table qualified with the schema (written in
+-- here by format(), so a caller's temporary table cannot stand in for it), EXECUTE revoked from
+-- PUBLIC. Migration 016's grant_roles() grants EXECUTE to the schema's producer, worker and admin.
+DO $create$
 BEGIN
-  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leasehold_worker') THEN
-    GRANT UPDATE (progress, notify_on_finish) ON jobs TO leasehold_worker;
-  END IF;
-  FOREACH role_name IN ARRAY ARRAY['leasehold_producer', 'leasehold_worker', 'leasehold_admin'] LOOP
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name) THEN
-      EXECUTE format('GRANT EXECUTE ON FUNCTION wait_for_jobs(bigint[]) TO %I', role_name);
-    END IF;
-  END LOOP;
+  EXECUTE format($fn$
+    CREATE FUNCTION wait_for_jobs(ids bigint[]) RETURNS SETOF bigint
+    LANGUAGE sql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $wait$
+      UPDATE %I.jobs SET notify_on_finish = true
+      WHERE id = ANY (ids) AND status IN ('pending', 'running') AND NOT notify_on_finish
+      RETURNING id
+    $wait$
+  $fn$, current_schema());
 END
-$grant$;
+$create$;
+REVOKE EXECUTE ON FUNCTION wait_for_jobs(bigint[]) FROM PUBLIC;

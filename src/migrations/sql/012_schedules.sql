@@ -50,47 +50,8 @@ CREATE TABLE schedule_ticks (
 -- Serves getJob's "which schedule and tick created this job" and filtering jobs by schedule.
 CREATE INDEX schedule_ticks_job_idx ON schedule_ticks (job_id);
 
--- The group roles' privileges on these tables (see 006): reading jobs back (getJob looks up
--- schedule_ticks) is every role's; keeping schedules and firing them (which enqueues) is the
--- admin's, and the owner's. A worker role, which may not enqueue, turns its scheduler off with a
--- PermissionError (src/maintenance/scheduler.ts). grant_roles() revokes and grants everything
--- anew, so it must repeat these: it is wrapped below (renamed, then called by a new grant_roles()
--- that adds these grants), which keeps 006's body as it was.
-CREATE FUNCTION grant_schedule_roles() RETURNS void
-LANGUAGE plpgsql
-SET search_path FROM CURRENT
-AS $grant$
-BEGIN
-  -- Admin first: grant_roles_before_schedules() leaves the admin's grant (ON ALL TABLES) on these
-  -- tables before this runs, so the same order here gives the same ACLs after the migration as
-  -- after a later grant_roles().
-  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leasehold_admin') THEN
-    GRANT SELECT, INSERT, UPDATE, DELETE ON schedules, schedule_ticks TO leasehold_admin;
-  END IF;
-  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leasehold_producer') THEN
-    GRANT SELECT ON schedules, schedule_ticks TO leasehold_producer;
-  END IF;
-  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leasehold_worker') THEN
-    GRANT SELECT ON schedules, schedule_ticks TO leasehold_worker;
-  END IF;
-END
-$grant$;
-REVOKE EXECUTE ON FUNCTION grant_schedule_roles() FROM PUBLIC;
-
-ALTER FUNCTION grant_roles() RENAME TO grant_roles_before_schedules;
-CREATE FUNCTION grant_roles() RETURNS text[]
-LANGUAGE plpgsql
-SET search_path FROM CURRENT
-AS $grant$
-DECLARE
-  granted text[];
-BEGIN
-  granted := grant_roles_before_schedules();
-  PERFORM grant_schedule_roles();
-  RETURN granted;
-END
-$grant$;
-REVOKE EXECUTE ON FUNCTION grant_roles() FROM PUBLIC;
-
--- Now, where the roles exist (as 010 does, without repeating grant_roles()'s notices).
-SELECT grant_schedule_roles();
+-- Privileges (migration 016's grant_roles(), which runs after this and covers these tables): the
+-- producer and worker roles read both (getJob looks up the tick that made a job); keeping schedules
+-- and firing them (which enqueues, with ticks the caller computed) is the admin's and the owner's.
+-- A worker process under the worker role turns its scheduler off with one PermissionError
+-- (src/maintenance/scheduler.ts).

@@ -49,14 +49,5 @@ BEGIN
 END
 $kinds$;
 
--- The admin role may do everything the client does, dedupe enqueues included (grant_roles() run
--- later grants the same: it covers every table). The producer role is not extended here: a
--- debounce or replace rewrites a pending job and a replace cancels a running one, which its
--- column grants (006) deliberately do not allow.
-DO $grant$
-BEGIN
-  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leasehold_admin') THEN
-    GRANT SELECT, INSERT, UPDATE, DELETE ON dedupe_keys TO leasehold_admin;
-  END IF;
-END
-$grant$;
+-- Privileges: migration 016's grant_roles() (the admin's table privileges cover this table; the
+-- producer dedupes through its function, storage/functions.ts, and has no privilege on the table).

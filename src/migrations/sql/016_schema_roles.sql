@@ -3,12 +3,15 @@
 -- The migrator runs this with search_path set to the Leasehold schema, so names are unqualified.
 --
 -- Three NOLOGIN group roles per schema, named after it (schema names are at most 40 characters):
---   <schema>_producer  enqueue (one, many, keyed, ordered) through the schema's producer functions;
---                      read jobs' status and history, never a payload.
---   <schema>_worker    claim, renew, complete, fail, snooze, the effects ledger, recovery, the
---                      fairness pass and ordering repair through the schema's worker functions;
---                      read jobs without payloads (a claimed job's payload comes back from the
---                      claim function), queue settings and stats.
+--   <schema>_producer  enqueue (one, many, keyed, ordered, deduped, a flow) through the schema's
+--                      producer functions; read jobs' status, history and results, schedules and
+--                      flows, never a payload; wait for jobs (wait_for_jobs()).
+--   <schema>_worker    claim (plain, per-key, rate-limited), renew (with progress), complete (with
+--                      results, releasing flow children), fail, snooze, the effects ledger,
+--                      recovery, the fairness pass and ordering repair through the schema's worker
+--                      functions; read jobs without payloads (a claimed job's payload comes back
+--                      from the claim function), queue settings, stats, schedules without payloads,
+--                      flows and the rate-limit tables; wait for jobs. Never fires schedules.
 --   <schema>_admin     everything the CLI and the dashboard do, workers and retention included
 --                      (table privileges, as 006's leasehold_admin had), and every function.
 -- The producer and worker roles have no INSERT, UPDATE or DELETE on any table: each transition
@@ -25,6 +28,8 @@
 -- As in 006, a migrating user who may not create roles is not locked out: missing roles are
 -- skipped with a NOTICE saying how to finish (a superuser creates them, then grant_roles()).
 -- Later migrations that add tables or columns end with `SELECT grant_roles();` as before.
+-- 011-015 were written beside this one and leave their privileges to it: grant_roles() here covers
+-- their tables (and is the only definition: none of them redefines it).
 
 -- Who may execute the schema's functions: each function is tagged by its comment
 -- 'leasehold:<role>:<statement>' (written by the migrator). EXECUTE is revoked from PUBLIC and
@@ -73,6 +78,7 @@ DECLARE
   role_name text;
   granted text[] := '{}';
   readable_job_columns text;
+  readable_schedule_columns text;
 BEGIN
   FOREACH role_name IN ARRAY ARRAY[producer, worker, admin] LOOP
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = role_name) THEN
@@ -98,6 +104,11 @@ BEGIN
   FROM pg_attribute
   WHERE attrelid = format('%I.jobs', s)::regclass AND attnum > 0 AND NOT attisdropped
     AND attname <> 'payload';
+  -- The same for schedules (012): a schedule's payload is a job's payload before it is enqueued.
+  SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) INTO readable_schedule_columns
+  FROM pg_attribute
+  WHERE attrelid = format('%I.schedules', s)::regclass AND attnum > 0 AND NOT attisdropped
+    AND attname <> 'payload';
 
   -- Each role's privileges are revoked and granted anew, so running this again leaves exactly
   -- what it describes (revoking a table privilege also revokes its column privileges).
@@ -112,10 +123,16 @@ BEGIN
 
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = producer) THEN
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', s, producer);
-    -- Status and history of jobs (getJob reads no payload under this role); migrations: the
-    -- migrator's up-to-date check.
+    -- Status and history of jobs (getJob reads no payload under this role), results and waiting
+    -- (011: waitFor reads finished_jobs.result; wait_for_jobs() flags the jobs waited for), the
+    -- schedule and tick that made a job and the schedules without their payloads (012), flows
+    -- (014: getFlow); migrations: the migrator's up-to-date check. Not dedupe_keys (013: written
+    -- and read only by the producer's enqueue_deduped function) nor the rate-limit tables (015).
     EXECUTE format('GRANT SELECT (%s) ON jobs TO %I', readable_job_columns, producer);
-    EXECUTE format('GRANT SELECT ON finished_jobs, job_events, migrations TO %I', producer);
+    EXECUTE format('GRANT SELECT (%s) ON schedules TO %I', readable_schedule_columns, producer);
+    EXECUTE format('GRANT SELECT ON finished_jobs, job_events, migrations, schedule_ticks, flows,
+                    flow_nodes, job_dependencies TO %I', producer);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION wait_for_jobs(bigint[]) TO %I', producer);
     granted := granted || producer;
   END IF;
 
@@ -123,9 +140,16 @@ BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', s, worker);
     -- Reads: claims (queue settings), getJob without payload, history, stats for metrics, the
     -- recovery timer, the up-to-date check. No job_effects (effect results go through functions).
+    -- 011-015: results and waiting (wait_for_jobs()), schedules without payloads and their ticks
+    -- (the scheduler finds it may not fire: that is the admin's), job.parents() and getFlow, the
+    -- rate-limit tables for stats and metrics (written only by the throttled claim function).
+    -- Not dedupe_keys.
     EXECUTE format('GRANT SELECT (%s) ON jobs TO %I', readable_job_columns, worker);
+    EXECUTE format('GRANT SELECT (%s) ON schedules TO %I', readable_schedule_columns, worker);
     EXECUTE format('GRANT SELECT ON finished_jobs, lease_refusals, job_events, queues, ordering_keys,
-                    concurrency_keys, migrations TO %I', worker);
+                    concurrency_keys, migrations, schedule_ticks, flows, flow_nodes, job_dependencies,
+                    rate_limits, rate_limit_keys TO %I', worker);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION wait_for_jobs(bigint[]) TO %I', worker);
     granted := granted || worker;
   END IF;
 
@@ -139,6 +163,7 @@ BEGIN
       EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %I TO %I', s, role_name);
       EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON migrations FROM %I', role_name);
       EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA %I TO %I', s, role_name);
+      EXECUTE format('GRANT EXECUTE ON FUNCTION wait_for_jobs(bigint[]) TO %I', role_name);
       granted := granted || role_name;
     END IF;
   END LOOP;
