@@ -171,10 +171,15 @@ export function optionsObject<T extends object>(value: T | undefined, field = 'o
 }
 
 /** Serialises a payload to JSON text, refusing what JSON cannot carry and what is too large. */
-export function serialisePayload(payload: unknown, maxBytes: number, field = 'payload'): string {
+export function serialisePayload(
+  payload: unknown,
+  maxBytes: number,
+  field = 'payload',
+  replacer?: (key: string, value: unknown) => unknown,
+): string {
   let text: string | undefined;
   try {
-    text = JSON.stringify(payload);
+    text = JSON.stringify(payload, replacer);
   } catch (err) {
     throw new ValidationError(field, `is not JSON-serialisable (${unserialisable(err)})`);
   }

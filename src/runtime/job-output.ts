@@ -42,17 +42,21 @@ export function resolveOutputLimits(options: {
   };
 }
 
+// Query libraries return BigInts from ordinary writes (Kysely's numInsertedOrUpdatedRows), and a
+// handler often returns what its last write returned: stored as decimal text rather than refused.
+const bigintAsText = (_key: string, value: unknown) => (typeof value === 'bigint' ? value.toString() : value);
+
 /**
  * A handler's return value as the JSON text its completion stores; null when it returned nothing
- * (`undefined`), which stores no result and costs the completion nothing. A value over
- * `maxBytes`, or one JSON cannot carry, throws a `PermanentError` (`RESULT_TOO_LARGE`,
- * `RESULT_NOT_JSON`): the attempt fails and the job goes dead, since running it again would return
+ * (`undefined`), which stores no result and costs the completion nothing; a BigInt becomes its
+ * decimal text. A value over `maxBytes`, or one JSON cannot carry (a cycle, a NUL character),
+ * throws a `PermanentError` (`RESULT_TOO_LARGE`, `RESULT_NOT_JSON`): the attempt fails and the job goes dead, since running it again would return
  * the same. The message says how large or why, never what the value holds.
  */
 export function resultText(value: unknown, maxBytes: number): string | null {
   if (value === undefined) return null;
   try {
-    return serialisePayload(value, maxBytes, 'result');
+    return serialisePayload(value, maxBytes, 'result', bigintAsText);
   } catch (err) {
     if (!(err instanceof ValidationError)) throw err;
     const code = /over the limit/.test(err.message)

@@ -90,19 +90,26 @@ describe("a handler's return value is the job's result", () => {
     expect(lines.join('\n')).not.toContain(secret);
   });
 
-  it('a value JSON cannot hold (a BigInt, a NUL character) fails the attempt as permanent with RESULT_NOT_JSON', async () => {
+  it('a value JSON cannot hold (a cycle, a NUL character) fails the attempt as permanent with RESULT_NOT_JSON; a BigInt is stored as text', async () => {
     const lh = await migratedClient();
-    const { id: bigint } = await lh.enqueue('odd', { kind: 'bigint' });
+    const { id: cycle } = await lh.enqueue('odd', { kind: 'cycle' });
     const { id: nul } = await lh.enqueue('odd', { kind: 'nul' });
+    const { id: bigint } = await lh.enqueue('odd', { kind: 'bigint' });
     await started(
       lh.worker({
         queues: {
-          odd: async (job) =>
-            (job.payload as { kind: string }).kind === 'bigint' ? { n: 1n } : { text: 'a\u0000b' },
+          odd: async (job) => {
+            const kind = (job.payload as { kind: string }).kind;
+            if (kind === 'bigint') return { rows: 1n };
+            if (kind === 'nul') return { text: 'a\u0000b' };
+            const looped: { self?: unknown } = {};
+            looped.self = looped;
+            return looped;
+          },
         },
       }),
     );
-    for (const id of [bigint, nul]) {
+    for (const id of [cycle, nul]) {
       const job = await waitFor(async () => {
         const found = await lh.getJob(id);
         return found?.status === 'dead' ? found : null;
@@ -110,6 +117,11 @@ describe("a handler's return value is the job's result", () => {
       expect(job.lastErrorCode).toBe('RESULT_NOT_JSON');
       expect(job.attemptCount).toBe(1);
     }
+    const done = await waitFor(async () => {
+      const found = await lh.getJob(bigint);
+      return found?.status === 'succeeded' ? found : null;
+    });
+    expect(done.result).toEqual({ rows: '1' });
   });
 
   it("a stale worker's completion with a result stores nothing; the current holder's does", async () => {
