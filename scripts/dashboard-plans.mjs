@@ -98,6 +98,8 @@ try {
     ['by queue and status: pending', { queue: 'q2', status: 'pending' }],
     ['by status: blocked', { status: 'blocked' }],
     ['by status: blocked, queue', { queue: 'q0', status: 'blocked' }],
+    // Every ordering-keyed job is in q0 (n % 10 = 0): q1's blocked jobs are flow children only.
+    ['by status: blocked, queue of flow children only', { queue: 'q1', status: 'blocked' }],
     ['by status: running', { status: 'running' }],
     ['by status: dead', { status: 'dead' }],
     ['by queue and status: cancelled', { queue: 'q3', status: 'cancelled' }],
