@@ -2,7 +2,8 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { Leasehold, SchedulerResult } from '../../src/index.js';
 import { fireDueSchedules, SchedulerService } from '../../src/maintenance/scheduler.js';
-import { migratedClient, testPool, waitFor } from '../support/db.js';
+import { runUnnamedOnPool } from '../../src/storage/db.js';
+import { migratedClient, pooled, testPool, waitFor } from '../support/db.js';
 
 // Issue 15, schedules: firing. Every worker may fire; each tick enqueues exactly one job whatever
 // races, restarts or outages there were, and the job records which schedule and tick made it.
@@ -90,6 +91,8 @@ describe('the scheduler', () => {
     await lh.schedule('raced', { cron: '* * * * * *', queue: 'sched-race' });
     await rewind(pool, lh.schema, 'raced', '20 seconds');
     const pools = [testPool(2), testPool(2), testPool(2), testPool(2)];
+    // Raw pools behind a transaction pooler send their statements unnamed, as a context's do.
+    if (pooled()) for (const db of pools) runUnnamedOnPool(db);
     const services = pools.map((db) => new SchedulerService({ db, schema: lh.schema, intervalMs: 1000 }));
     const results: SchedulerResult[] = [];
     // Several rounds of four concurrent passes: the first round races for the same 20 ticks.

@@ -10,7 +10,8 @@ function counting(pool: pg.Pool): { client: { query: pg.Pool['query'] }; names: 
   const names: string[] = [];
   const client = {
     query: ((config: pg.QueryConfig) => {
-      names.push(config.name ?? 'unnamed');
+      // Behind a transaction pooler statements go unnamed, led by a comment naming them.
+      names.push(config.name ?? /^\/\* (\S+) \*\//.exec(config.text)?.[1] ?? 'unnamed');
       return pool.query(config);
     }) as pg.Pool['query'],
   };
