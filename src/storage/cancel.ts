@@ -1,3 +1,4 @@
+import { cancelledSet } from './cancel-set.js';
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
@@ -30,16 +31,7 @@ const JobCancel = defineStatement(
   ),
   changed AS (
     UPDATE ${s}.jobs AS j
-    SET status = 'cancelled',
-        lease_token = j.lease_token + 1,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        finished_at = now(),
-        last_error_code = 'CANCELLED',
-        last_error_class = NULL,
-        last_error_message = $3,
-        last_error_stack = NULL,
-        awaits_predecessor = false
+    ${cancelledSet('$3')}
     FROM target
     WHERE j.id = target.id AND j.status IN ('pending', 'running')
     RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
@@ -118,16 +110,7 @@ const JobCancelListed = defineStatement(
   ),
   changed AS (
     UPDATE ${s}.jobs AS j
-    SET status = 'cancelled',
-        lease_token = j.lease_token + 1,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        finished_at = now(),
-        last_error_code = 'CANCELLED',
-        last_error_class = NULL,
-        last_error_message = $3,
-        last_error_stack = NULL,
-        awaits_predecessor = false
+    ${cancelledSet('$3')}
     FROM target
     WHERE j.id = target.id AND j.status IN ('pending', 'running')
     RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,

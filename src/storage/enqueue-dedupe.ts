@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { toDatabaseError } from '../errors.js';
+import { cancelledSet } from './cancel-set.js';
 import { defineStatement, guardCheckedOut, type Queryable, run } from './db.js';
 import { batchColumns, type NewJob, wakeupChannel } from './enqueue.js';
 import { keySlotsReleaseCte } from './key-slots.js';
@@ -154,16 +155,7 @@ export const JobInsertDeduped = defineStatement(
   ),
   cancelled AS (
     UPDATE ${s}.jobs AS j
-    SET status = 'cancelled',
-        lease_token = j.lease_token + 1,
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        finished_at = now(),
-        last_error_code = 'CANCELLED',
-        last_error_class = NULL,
-        last_error_message = 'replaced by job ' || o.id,
-        last_error_stack = NULL,
-        awaits_predecessor = false
+    ${cancelledSet("'replaced by job ' || o.id")}
     FROM outcomes AS o JOIN target AS t ON t.id = o.old_id
     WHERE o.outcome = 'replaced' AND j.id = t.id AND j.status = 'running'
     RETURNING j.id, j.queue_name, j.concurrency_key, t.holds_key_slot, t.lease_owner, t.lease_token,
