@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { type DedupeOptions, type Leasehold, ValidationError } from '../../src/index.js';
-import { countByStatus, databaseUrl, migratedClient, testPool } from '../support/db.js';
+import { closeAfterTest, countByStatus, databaseUrl, migratedClient, testPool } from '../support/db.js';
 import { dedupeEvents } from '../support/dedupe.js';
 import { rejection } from '../support/hostile.js';
 
@@ -41,7 +41,7 @@ async function transactionClients(n: number): Promise<pg.Client[]> {
 describe('dedupe under 100 concurrent callers with one key', () => {
   for (const dedupe of MODES) {
     it(`${dedupe.mode}: exactly one job, every caller gets its id, each collapsed enqueue recorded once`, async () => {
-      const lh = await migratedClient({ poolSize: 25 });
+      const lh = closeAfterTest(await migratedClient({ poolSize: 25 }));
       const pool = testPool();
       await warm(lh, 25);
       const results = await Promise.all(
@@ -68,7 +68,7 @@ describe('dedupe under 100 concurrent callers with one key', () => {
   }
 
   it('replace while the job runs: one cancellation, one new job, the other 99 fold into it', async () => {
-    const lh = await migratedClient({ poolSize: 25 });
+    const lh = closeAfterTest(await migratedClient({ poolSize: 25 }));
     const pool = testPool();
     const old = await lh.enqueue('race', { caller: -1 }, { dedupe: { key: 'k', mode: 'replace' } });
     const [lease] = await lh.claim({ queue: 'race', owner: 'old' });
@@ -86,7 +86,7 @@ describe('dedupe under 100 concurrent callers with one key', () => {
   });
 
   it('debounce while the job runs: the running job untouched, one new pending job', async () => {
-    const lh = await migratedClient({ poolSize: 25 });
+    const lh = closeAfterTest(await migratedClient({ poolSize: 25 }));
     const pool = testPool();
     const dedupe: DedupeOptions = { key: 'k', mode: 'debounce', windowMs: 1 };
     const old = await lh.enqueue('race', { caller: -1 }, { dedupe });
@@ -107,7 +107,7 @@ describe('dedupe under 100 concurrent callers with one key', () => {
 describe('dedupe inside callers’ transactions', () => {
   for (const mode of ['debounce', 'replace'] as const) {
     it(`${mode}: of ten transactions on one key, the last to commit leaves its payload`, async () => {
-      const lh = await migratedClient();
+      const lh = closeAfterTest(await migratedClient());
       const pool = testPool();
       const dedupe: DedupeOptions =
         mode === 'replace' ? { key: 'k', mode } : { key: 'k', mode, windowMs: 60_000 };
@@ -136,7 +136,7 @@ describe('dedupe inside callers’ transactions', () => {
   }
 
   it('a rollback undoes a collapse, a new window and a replacement', async () => {
-    const lh = await migratedClient();
+    const lh = closeAfterTest(await migratedClient());
     const pool = testPool();
     const [client] = await transactionClients(1);
     try {
@@ -180,7 +180,7 @@ describe('dedupe inside callers’ transactions', () => {
 
 describe('dedupe in enqueueMany', () => {
   it('folds duplicate keys inside a batch (throttle keeps the first, debounce and replace the last) and beside plain items', async () => {
-    const lh = await migratedClient();
+    const lh = closeAfterTest(await migratedClient());
     const pool = testPool();
     const d: DedupeOptions = { key: 'd', mode: 'debounce', windowMs: 60_000 };
     const t: DedupeOptions = { key: 't', mode: 'throttle', windowMs: 60_000 };
@@ -221,7 +221,7 @@ describe('dedupe in enqueueMany', () => {
   });
 
   it('concurrent batches sharing keys make one job per key; a rolled-back batch leaves nothing', async () => {
-    const lh = await migratedClient({ poolSize: 10 });
+    const lh = closeAfterTest(await migratedClient({ poolSize: 10 }));
     const pool = testPool();
     const items = (n: number) => [
       { payload: { n }, dedupe: { key: 'a', mode: 'debounce', windowMs: 60_000 } as DedupeOptions },
@@ -259,7 +259,7 @@ describe('dedupe with ordering keys', () => {
   }
 
   it('a debounced job waiting behind its key keeps its place and is released by the head', async () => {
-    const lh = await migratedClient();
+    const lh = closeAfterTest(await migratedClient());
     const pool = testPool();
     const head = await lh.enqueue('o', 'head', { orderingKey: 'acct' });
     const dedupe: DedupeOptions = { key: 'd', mode: 'debounce', windowMs: 1 };
@@ -278,7 +278,7 @@ describe('dedupe with ordering keys', () => {
   });
 
   it('a replaced running head hands its place to its replacement; the jobs behind it keep waiting', async () => {
-    const lh = await migratedClient();
+    const lh = closeAfterTest(await migratedClient());
     const pool = testPool();
     const dedupe: DedupeOptions = { key: 'r', mode: 'replace' };
     const old = await lh.enqueue('o', 'v1', { orderingKey: 'acct', dedupe });
@@ -299,7 +299,7 @@ describe('dedupe with ordering keys', () => {
   });
 
   it('a dedupe key whose job has another ordering key is a ValidationError, nothing written', async () => {
-    const lh = await migratedClient();
+    const lh = closeAfterTest(await migratedClient());
     const pool = testPool();
     const dedupe: DedupeOptions = { key: 'r', mode: 'replace' };
     const { id } = await lh.enqueue('o', 'v1', { orderingKey: 'acct', dedupe });

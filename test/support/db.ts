@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, inject } from 'vitest';
+import { afterAll, inject, onTestFinished } from 'vitest';
 import { Leasehold, type LeaseholdOptions } from '../../src/index.js';
+import { checkInSchema, checkOutSchema, dropSchemaAndRoles, schemaFingerprint } from './schema-pool.js';
 
 /**
  * What the tests connect through: the server (embedded, or DATABASE_URL), or, with
@@ -47,17 +48,57 @@ export function listenOptions(): Pick<LeaseholdOptions, 'listenConnectionString'
 
 /**
  * A migrated Leasehold client on a schema of its own, dropped (with the pool ended) after the file.
- * Fails the file if a pool it made is left open.
+ * Without a schema named, the schema may be one an earlier test of this run used, emptied and found
+ * unchanged in its definition (./schema-pool.ts): to the test it is as migrate() left it. Fails the
+ * file if a pool it made is left open.
  */
 export async function migratedClient(options: Omit<LeaseholdOptions, 'schema'> & { schema?: string } = {}) {
-  const schema = options.schema ?? uniqueSchema();
+  const fromPool =
+    options.schema === undefined ? await checkOutSchema(await poolClient(), inject('runId')) : null;
+  const schema = options.schema ?? fromPool?.schema ?? uniqueSchema();
   const lh = new Leasehold({ connectionString: databaseUrl(), ...options, schema });
+  // Closing twice (a test's own close, then the file's cleanup) ends the pool once.
+  const close = lh.close.bind(lh);
+  let closed: Promise<void> | undefined;
+  lh.close = () => {
+    closed ??= close();
+    return closed;
+  };
   await lh.migrate();
+  // A schema this call migrated afresh is fingerprinted now, before the test touches it.
+  const fingerprint =
+    fromPool?.fingerprint ??
+    (options.schema === undefined ? await schemaFingerprint(await poolClient(), schema) : null);
   cleanups.push(async () => {
     await lh.close();
-    await dropSchema(schema);
+    const reused =
+      fingerprint !== null && (await checkInSchema(await poolClient(), inject('runId'), schema, fingerprint));
+    if (!reused) await dropSchema(schema);
   });
   return lh;
+}
+
+/**
+ * Ends `lh`'s pool when the current test finishes (its schema stays until the file's end): for
+ * tests that open many connections each, which a server of 100 connections (the system
+ * PostgreSQL's default) could not hold for a whole file.
+ */
+export function closeAfterTest<T extends { close(): Promise<void> }>(lh: T): T {
+  onTestFinished(() => lh.close());
+  return lh;
+}
+
+let schemaPoolClient: Promise<pg.Client> | undefined;
+
+/** This file's connection for the schema pool's bookkeeping, ended after everything else. */
+function poolClient(): Promise<pg.Client> {
+  schemaPoolClient ??= (async () => {
+    const client = new pg.Client({ connectionString: directDatabaseUrl() });
+    await client.connect();
+    cleanups.unshift(() => client.end());
+    return client;
+  })();
+  return schemaPoolClient;
 }
 
 /** A plain pg pool for direct SQL in tests, ended after the file. */
@@ -74,21 +115,7 @@ export function testPool(max = 10): pg.Pool {
  * cluster-wide names, which global-setup.ts cleans up instead.
  */
 export async function dropSchema(schema: string): Promise<void> {
-  const client = new pg.Client({ connectionString: databaseUrl() });
-  await client.connect();
-  try {
-    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    if (schema !== 'leasehold') {
-      for (const kind of ['producer', 'worker', 'admin']) {
-        // Refused (2BP01) only while something else still depends on it: then global-setup's sweep.
-        await client.query(`DROP ROLE IF EXISTS "${schema}_${kind}"`).catch((err: { code?: string }) => {
-          if (err.code !== '2BP01') throw err;
-        });
-      }
-    }
-  } finally {
-    await client.end();
-  }
+  await dropSchemaAndRoles(databaseUrl(), schema);
 }
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws). */

@@ -1,8 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../src/embedded.js';
 import { dropUnusedRoles, existingRoles, GROUP_ROLES, schemaRoles } from './cluster-roles.js';
 import { startPgBouncer } from './pgbouncer.js';
+import { createSchemaPool, dropSchemaAndRoles, takeAllPooled } from './schema-pool.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -12,8 +14,21 @@ declare module 'vitest' {
     directDatabaseUrl: string;
     /** True when `databaseUrl` is a transaction-pooling PgBouncer. */
     pooled: boolean;
+    /** This run's key in the free list of emptied, reusable schemas (./schema-pool.ts). */
+    runId: string;
   }
 }
+
+/**
+ * The tests' own server: room for every file's pools, and no fsync. A test checks what the library
+ * does, not that the disk keeps a commit through a power cut; on a machine whose disk syncs slowly,
+ * waiting for syncs made every test that writes many times slower (in CI, a test of a few
+ * statements took 9 s that takes 0.5 s here; CREATE INDEX alone syncs each new index, some sixty
+ * per migrate). Killing this server's processes loses nothing even so: the operating system still
+ * holds what was written. The tests that crash a server on purpose start their own
+ * (restartable-postgres.ts), with its defaults.
+ */
+const TEST_SERVER_SETTINGS = { max_connections: '300', fsync: 'off', full_page_writes: 'off' };
 
 // Server connections PgBouncer may not take: the tests' direct connections and the reserved ones.
 const DIRECT_CONNECTIONS = 60;
@@ -32,7 +47,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   try {
     let direct = process.env.DATABASE_URL;
     if (!direct) {
-      const server = await startEmbeddedPostgres({ settings: { max_connections: '300' } });
+      const server = await startEmbeddedPostgres({ settings: TEST_SERVER_SETTINGS });
       stops.push(() => server.stop());
       direct = server.connectionString;
     } else {
@@ -52,6 +67,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
         );
       });
     }
+    // Emptied schemas handed between tests (./schema-pool.ts); what is left of them at the end
+    // is dropped with its roles, before the role sweep above (stops run last first).
+    const runId = randomBytes(6).toString('hex');
+    await createSchemaPool(direct);
+    const poolUrl = direct;
+    stops.push(async () => {
+      for (const schema of await takeAllPooled(poolUrl, runId)) await dropSchemaAndRoles(poolUrl, schema);
+    });
     let url = direct;
     const pooled = process.env.LEASEHOLD_TEST_PGBOUNCER === '1';
     if (pooled) {
@@ -62,6 +85,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     project.provide('databaseUrl', url);
     project.provide('directDatabaseUrl', direct);
     project.provide('pooled', pooled);
+    project.provide('runId', runId);
     return teardown;
   } catch (err) {
     await teardown();
