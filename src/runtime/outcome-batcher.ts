@@ -122,9 +122,13 @@ export class OutcomeBatcher {
   }
 
   async #flush(): Promise<void> {
-    let completes = this.#completes.splice(0);
-    let fails = this.#fails.splice(0);
-    let snoozes = this.#snoozes.splice(0);
+    // One write per job in a flush: the statements (and the lookup of writes in doubt) answer by
+    // job id, so a stale claim's write beside the live claim's write of the same job (the same
+    // process claimed it again after its lease lapsed) would be told the live one's answer.
+    const jobsInFlush = new Set<string>();
+    let completes = takeOnePerJob(this.#completes, jobsInFlush);
+    let fails = takeOnePerJob(this.#fails, jobsInFlush);
+    let snoozes = takeOnePerJob(this.#snoozes, jobsInFlush);
     try {
       if (this.#inDoubt.size > 0) {
         await this.#settleLanded([...completes, ...fails, ...snoozes]);
@@ -202,6 +206,24 @@ export class OutcomeBatcher {
     this.onFlushed({ operation: 'snooze', jobs: batch.length, durationMs: performance.now() - sentAt });
     for (const p of batch) settle(p, accepted.has(p.ref.jobId) ? 'snoozed' : 'lost');
   }
+}
+
+/**
+ * Takes from `queued` the writes whose job has none in `jobs` yet (adding theirs), and leaves the
+ * others queued, in order, for the next flush.
+ */
+function takeOnePerJob<T extends FenceRef>(queued: Pending<T>[], jobs: Set<string>): Pending<T>[] {
+  const taken = queued.splice(0);
+  let kept = 0;
+  for (const p of taken) {
+    if (jobs.has(p.ref.jobId)) queued.push(p);
+    else {
+      jobs.add(p.ref.jobId);
+      taken[kept++] = p;
+    }
+  }
+  taken.length = kept;
+  return taken;
 }
 
 function settle<T>(pending: Pending<T>, result: OutcomeResult): void {

@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { OutcomeBatcher } from '../../src/runtime/outcome-batcher.js';
+import { expireLease, migratedClient, testPool } from '../support/db.js';
+
+// A worker process can hold two claims of one job: its handler outlived the lease (a pause, a slow
+// event loop), the sweep returned the job, and the same process claimed it again. Both handlers
+// may then finish within one flush of the worker's batched writes.
+async function twoClaimsOfOneJob() {
+  const lh = await migratedClient({ backoff: { baseMs: 0, maxMs: 0 } });
+  const pool = testPool();
+  const { id } = await lh.enqueue('twice', {});
+  const [stale] = await lh.claim({ queue: 'twice', owner: 'one-process' });
+  await expireLease(pool, lh.schema, id);
+  expect(await lh.recoverExpired()).toEqual({ retried: 1, dead: 0 });
+  const [live] = await lh.claim({ queue: 'twice', owner: 'one-process' });
+  if (!stale || !live) throw new Error('the job was not claimed twice');
+  expect(live.jobId).toBe(stale.jobId);
+  return { lh, pool, id, stale, live };
+}
+
+describe('the worker’s batched writes', () => {
+  it('answer each claim of one job for itself: the stale completion is lost, the live one completed', async () => {
+    const { lh, pool, id, stale, live } = await twoClaimsOfOneJob();
+    const errors: unknown[] = [];
+    const batcher = new OutcomeBatcher(lh.pool, lh.schema, 0, (err) => errors.push(err));
+    // Queued in the same tick: without one write per job and flush, both rode one statement that
+    // answered by job id, and the stale claim was told `completed` too.
+    const answers = await Promise.all([batcher.complete(stale), batcher.complete(live)]);
+    expect(answers).toEqual(['lost', 'completed']);
+    expect(errors).toEqual([]);
+    const { rows } = await pool.query(
+      `SELECT lease_token::text AS token FROM "${lh.schema}".finished_jobs WHERE id = $1`,
+      [id],
+    );
+    expect(rows).toEqual([{ token: live.token }]);
+  });
+
+  it('tell a live failure its own outcome beside a stale completion of the same job', async () => {
+    const { lh, stale, live } = await twoClaimsOfOneJob();
+    const batcher = new OutcomeBatcher(lh.pool, lh.schema, 0, () => {});
+    const [completed, failed] = await Promise.all([
+      batcher.complete(stale),
+      batcher.fail({
+        ...live,
+        retryable: true,
+        delayMs: 0,
+        baseMs: 0,
+        maxMs: 0,
+        attemptBudget: null,
+        errorCode: 'BOOM',
+        errorClass: 'Error',
+        errorMessage: 'boom',
+        errorStack: null,
+      }),
+    ]);
+    expect(completed).toBe('lost');
+    expect(failed).toBe('retry');
+    expect((await lh.getJob(live.jobId))?.status).toBe('pending');
+  });
+});
