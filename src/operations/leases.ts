@@ -8,6 +8,7 @@ import { describeError } from '../runtime/error-details.js';
 import { completeJobs } from '../storage/complete.js';
 import type { Queryable } from '../storage/db.js';
 import { type FailOutcome, failJobs, snoozeJobs } from '../storage/fail.js';
+import { leaseKey } from '../storage/fence.js';
 import { extendLeases } from '../storage/heartbeat.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import {
@@ -55,7 +56,7 @@ export async function heartbeat(
   const leaseMs = optionalLeaseMs(options.leaseMs);
   const db = connectionFor(context, options.client);
   const extended = await extendLeases(db, context.schema, [{ ...lease, leaseMs }]);
-  const expiresAt = extended.get(lease.jobId);
+  const expiresAt = extended.get(leaseKey(lease));
   if (expiresAt) lease.expiresAt = expiresAt;
   return expiresAt !== undefined;
 }

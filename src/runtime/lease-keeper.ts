@@ -1,4 +1,5 @@
 import type { Queryable } from '../storage/db.js';
+import { leaseKey } from '../storage/fence.js';
 import { extendLeases } from '../storage/heartbeat.js';
 import type { AbortReason, ActiveJob } from './job-context.js';
 import type { ResolvedQueue } from './options.js';
@@ -135,7 +136,7 @@ export class LeaseKeeper {
         due.map(({ job, queue }, i) => ({ ...job.lease, leaseMs: queue.leaseMs, progress: details[i] })),
       );
       for (const { job, queue } of due) {
-        const expiresAt = extended.get(job.id);
+        const expiresAt = extended.get(leaseKey(job.lease));
         if (expiresAt) {
           job.lease.expiresAt = expiresAt;
           job.lastRenewalSentAt = sentAt;

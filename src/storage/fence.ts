@@ -57,6 +57,11 @@ export interface FenceRef {
   queue: string;
 }
 
+/** One claim of one job, as a map key: its job id, token and claim id. */
+export function leaseKey(ref: Pick<FenceRef, 'jobId' | 'token' | 'claimId'>): string {
+  return `${ref.jobId}/${ref.token}/${ref.claimId}`;
+}
+
 /**
  * The `input` columns of a batched fenced statement, from its first five parameters (the arrays of
  * `fenceArrays`); `more` lists the statement's own columns, from $6 on, as `$6::type[]` pairs.

@@ -97,7 +97,7 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     role: 'worker',
     statement: JobExtendLeaseMany,
     args: `${FENCE}, double precision[], text[]`,
-    returns: 'id bigint, lease_expires_at timestamptz',
+    returns: 'id bigint, lease_expires_at timestamptz, lease_token bigint, lease_claim_id bigint',
   },
   {
     role: 'worker',

@@ -1,5 +1,12 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
+import {
+  FENCE_INPUT_ARRAYS,
+  FENCE_INPUT_COLUMNS,
+  type FenceRef,
+  fenceArrays,
+  fencedCte,
+  leaseKey,
+} from './fence.js';
 import { refusalCountingCte } from './refusals.js';
 
 /**
@@ -28,10 +35,10 @@ export const JobExtendLeaseMany = defineStatement(
         progress = coalesce(input.progress::jsonb, j.progress)
     FROM fenced AS input -- the fenced rows, with the columns of their input
     WHERE j.id = input.id
-    RETURNING j.id, j.lease_expires_at
+    RETURNING j.id, j.lease_expires_at, j.lease_token, j.lease_claim_id
   ),
   ${refusalCountingCte(s, 'heartbeat')}
-  SELECT id, lease_expires_at FROM changed`,
+  SELECT id, lease_expires_at, lease_token, lease_claim_id FROM changed`,
 );
 
 /** A lease to extend by `leaseMs` from now, with a progress detail to store (JSON text) if any. */
@@ -40,17 +47,30 @@ export interface ExtendRef extends FenceRef {
   progress?: string | null;
 }
 
-/** Extends the leases it can; returns the new expiry of each one extended, by job id. */
+/**
+ * Extends the leases it can; returns the new expiry of each one extended, by `leaseKey` (not by job
+ * id: a process may hold two claims of one job, the stale one's handler still running, and only
+ * the live one is extended).
+ */
 export async function extendLeases(
   db: Queryable,
   schema: string,
   refs: readonly ExtendRef[],
 ): Promise<Map<string, Date>> {
   if (refs.length === 0) return new Map();
-  const rows = await run<{ id: string; lease_expires_at: Date }>(db, JobExtendLeaseMany(schema), [
-    ...fenceArrays(refs),
-    refs.map((ref) => ref.leaseMs),
-    refs.some((ref) => ref.progress != null) ? refs.map((ref) => ref.progress ?? null) : null,
-  ]);
-  return new Map(rows.map((row) => [row.id, row.lease_expires_at]));
+  const rows = await run<{ id: string; lease_expires_at: Date; lease_token: string; lease_claim_id: string }>(
+    db,
+    JobExtendLeaseMany(schema),
+    [
+      ...fenceArrays(refs),
+      refs.map((ref) => ref.leaseMs),
+      refs.some((ref) => ref.progress != null) ? refs.map((ref) => ref.progress ?? null) : null,
+    ],
+  );
+  return new Map(
+    rows.map((row) => [
+      leaseKey({ jobId: row.id, token: row.lease_token, claimId: row.lease_claim_id }),
+      row.lease_expires_at,
+    ]),
+  );
 }

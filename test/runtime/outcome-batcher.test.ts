@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { OutcomeBatcher } from '../../src/runtime/outcome-batcher.js';
+import { leaseKey } from '../../src/storage/fence.js';
+import { extendLeases } from '../../src/storage/heartbeat.js';
 import { expireLease, migratedClient, testPool } from '../support/db.js';
 
 // A worker process can hold two claims of one job: its handler outlived the lease (a pause, a slow
@@ -56,5 +58,17 @@ describe('the worker’s batched writes', () => {
     expect(completed).toBe('lost');
     expect(failed).toBe('retry');
     expect((await lh.getJob(live.jobId))?.status).toBe('pending');
+  });
+
+  it('renew only the live claim when the lease keeper sends both in one heartbeat', async () => {
+    const { lh, stale, live } = await twoClaimsOfOneJob();
+    // The keeper reads each job's new expiry from this map: keyed by job id, the stale claim was
+    // handed the live one's renewal and its handler ran on, unaborted, past its lost lease.
+    const extended = await extendLeases(lh.pool, lh.schema, [
+      { ...stale, leaseMs: 30_000 },
+      { ...live, leaseMs: 30_000 },
+    ]);
+    expect([...extended.keys()]).toEqual([leaseKey(live)]);
+    expect(extended.has(leaseKey(stale))).toBe(false);
   });
 });
