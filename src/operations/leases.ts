@@ -82,7 +82,18 @@ export async function completeMany(
   if (!Array.isArray(leases) || leases.length > MAX_BATCH) {
     throw new ValidationError('leases', `must be an array of at most ${MAX_BATCH} leases`);
   }
-  for (const lease of leases) assertLease(lease);
+  // The statement answers by job id: two claims of one job in one call could not be told apart.
+  const jobs = new Set<string>();
+  for (const lease of leases) {
+    assertLease(lease);
+    if (jobs.has(lease.jobId)) {
+      throw new ValidationError(
+        'leases',
+        `hold two claims of job ${lease.jobId}: complete each in a call of its own`,
+      );
+    }
+    jobs.add(lease.jobId);
+  }
   return completeJobs(db, context.schema, leases);
 }
 

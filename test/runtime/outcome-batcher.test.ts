@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ValidationError } from '../../src/index.js';
 import { OutcomeBatcher } from '../../src/runtime/outcome-batcher.js';
 import { leaseKey } from '../../src/storage/fence.js';
 import { extendLeases } from '../../src/storage/heartbeat.js';
@@ -70,5 +71,14 @@ describe('the worker’s batched writes', () => {
     ]);
     expect([...extended.keys()]).toEqual([leaseKey(live)]);
     expect(extended.has(leaseKey(stale))).toBe(false);
+  });
+
+  it('lh.completeMany refuses two claims of one job in one call, writing nothing', async () => {
+    const { lh, stale, live } = await twoClaimsOfOneJob();
+    const refused = lh.completeMany([stale, live]);
+    await expect(refused).rejects.toBeInstanceOf(ValidationError);
+    await expect(refused).rejects.toThrow(/two claims of job/);
+    expect(await lh.getJob(live.jobId)).toMatchObject({ status: 'running', leaseToken: live.token });
+    expect(await lh.completeMany([live])).toEqual(new Set([live.jobId]));
   });
 });
