@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../src/embedded.js';
+import { startCatalogVacuum } from './catalog-vacuum.js';
 import { dropUnusedRoles, existingRoles, GROUP_ROLES, schemaRoles } from './cluster-roles.js';
 import { startPgBouncer } from './pgbouncer.js';
 import { createSchemaPool, dropSchemaAndRoles, takeAllPooled } from './schema-pool.js';
@@ -56,6 +57,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       // So are the per-schema roles (016) this run's schemas left behind when a test dropped its
       // schema by other means than test/support/db.ts: those nothing depends on any more.
       const url = direct;
+      stops.push(await startCatalogVacuum(url));
       const before = new Set(await existingRoles(url, GROUP_ROLES));
       const schemaRolesBefore = new Set(await schemaRoles(url));
       stops.push(async () => {
