@@ -108,9 +108,14 @@ export function plainListenConnection(config: pg.ClientConfig): ListenConnection
 
 function clientSettings(settings: PoolSettings): pg.ClientConfig {
   const timeout = settings.statementTimeoutMs;
+  // The user's startup options first, the pinned search_path last: of two settings of one name
+  // at connect, the last wins, so a URL's options can add settings but not unpin the path.
+  const options = [settings.connection.base.options, pinnedSearchPath(settings.pinSearchPath).options]
+    .filter((part) => part !== undefined)
+    .join(' ');
   return {
     ...settings.connection.base,
-    ...pinnedSearchPath(settings.pinSearchPath),
+    ...(options !== '' ? { options } : {}),
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
     connectionTimeoutMillis: settings.connectTimeoutMs,

@@ -18,8 +18,12 @@ export type TargetSessionAttrs = 'any' | 'read-write' | 'primary';
 
 /** Resolved connection settings: a single server as before, or a list to try in order. */
 export interface ConnectionSettings {
-  /** The settings `pg` takes for one server (for a list, the first host's, re-aimed per host). */
-  base: { connectionString?: string };
+  /**
+   * The settings `pg` takes for one server (for a list, the first host's, re-aimed per host). A
+   * URL's `options` parameter is taken out of the string into `options`: left in, pg would let it
+   * replace the startup options Leasehold adds (the pinned search_path), not add to them.
+   */
+  base: { connectionString?: string; options?: string };
   /** The servers to try in order, or null for a single server without a session check. */
   hosts: HostAddress[] | null;
   /** The session a host must offer to be used. */
@@ -62,7 +66,12 @@ export function resolveConnectionSettings(
   let target = parsed?.targetSessionAttrs ?? 'any';
   if (input.targetSessionAttrs !== undefined)
     target = parseTarget(input.targetSessionAttrs, 'targetSessionAttrs');
-  const base = parsed ? { connectionString: parsed.connectionString } : {};
+  const base = parsed
+    ? {
+        connectionString: parsed.connectionString,
+        ...(parsed.options !== undefined ? { options: parsed.options } : {}),
+      }
+    : {};
   // One server and no session check: exactly what pg does with the string itself.
   if (hosts !== null && hosts.length === 1 && target === 'any' && input.hosts === undefined) hosts = null;
   // A single server with a session check is a list of one: the check still applies.
@@ -74,8 +83,10 @@ export function resolveConnectionSettings(
 }
 
 interface ParsedUrl {
-  /** The string for pg: the first host only, target_session_attrs removed. */
+  /** The string for pg: the first host only, target_session_attrs and options removed. */
   connectionString: string;
+  /** The URL's `options` parameter (server settings at connect, `-c name=value ...`), if any. */
+  options?: string;
   hosts: HostAddress[] | null;
   targetSessionAttrs: TargetSessionAttrs | undefined;
   /** The one server of a single-host URL (null for a list, or a string that is not a URL). */
@@ -98,6 +109,8 @@ function parseUrl(text: string, field: string): ParsedUrl {
   const params = new URLSearchParams(queryStart >= 0 ? rest.slice(queryStart + 1) : '');
   const targetParam = params.get('target_session_attrs');
   params.delete('target_session_attrs');
+  const options = params.get('options') ?? undefined;
+  params.delete('options');
   const targetSessionAttrs =
     targetParam === null ? undefined : parseTarget(targetParam, `${field} target_session_attrs`);
   if ((params.get('host') ?? '').includes(',') || (params.get('port') ?? '').includes(',')) {
@@ -128,6 +141,7 @@ function parseUrl(text: string, field: string): ParsedUrl {
   }
   return {
     connectionString,
+    ...(options !== undefined && options.trim() !== '' ? { options } : {}),
     hosts,
     targetSessionAttrs,
     server: hosts ? null : { host: host || 'localhost', port: port ? parsePort(port, field) : 5432 },

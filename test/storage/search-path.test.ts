@@ -85,4 +85,32 @@ describe('a hostile public schema (CVE-2018-1058)', () => {
     expect((await lh.getJob(ids[0]!, { history: true }))?.status).toBe('succeeded');
     expect((await lh.stats()).queues.map((q) => q.queue)).toEqual(['sp']);
   });
+
+  it('stays pinned when the URL carries startup options of its own, which still apply', async () => {
+    // pg lets a URL's `options` replace the options a client adds at connect: the pinned path
+    // was lost until the library took the URL's options out and put its own after them.
+    const withOptions = new URL(url);
+    withOptions.searchParams.set('options', '-c work_mem=4321kB -c search_path=public');
+    const pooler = process.env.LEASEHOLD_POOLER;
+    delete process.env.LEASEHOLD_POOLER;
+    let client: Leasehold;
+    try {
+      client = new Leasehold({ connectionString: withOptions.toString(), schema, listen: false });
+    } finally {
+      if (pooler !== undefined) process.env.LEASEHOLD_POOLER = pooler;
+    }
+    try {
+      const { rows } = await client.pool.query<{ path: string; work_mem: string }>(
+        'SELECT current_setting($1) AS path, current_setting($2) AS work_mem',
+        ['search_path', 'work_mem'],
+      );
+      expect(rows[0]).toEqual({ path: 'pg_catalog,pg_temp', work_mem: '4321kB' });
+      const { ids } = await client.enqueueMany('sp-options', [{ payload: 1 }]);
+      const [lease] = await client.claim({ queue: 'sp-options', owner: 'w' });
+      expect(lease?.jobId).toBe(ids[0]);
+      expect(await client.complete(lease!)).toBe(true);
+    } finally {
+      await client.close();
+    }
+  });
 });
