@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll } from 'vitest';
 import { Leasehold, type LeaseholdOptions } from '../../src/index.js';
 import { directDatabaseUrl } from './db.js';
+import { withClient } from './schema-pool.js';
 
 /**
  * A group role to grant a test login: a schema's own (`schemaRole`), or one of 006's cluster-wide
@@ -33,13 +34,7 @@ export async function asSuperuser<T>(
   use: (client: pg.Client) => Promise<T>,
   url = directDatabaseUrl(),
 ): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await use(client);
-  } finally {
-    await client.end();
-  }
+  return withClient(url, use);
 }
 
 /** A connection string for `name` with `password`, on the server `url` names. */

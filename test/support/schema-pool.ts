@@ -215,7 +215,8 @@ async function fingerprintOf(client: pg.Client, schema: string): Promise<string 
   return rows[0]?.fingerprint ?? null;
 }
 
-async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+/** Runs `use` on a connection of its own to `url`, ended afterwards. */
+export async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
