@@ -190,6 +190,13 @@ export function serialisePayload(
   if (bytes > maxBytes) {
     throw new ValidationError(field, `is ${bytes} bytes as JSON, over the limit of ${maxBytes}`);
   }
+  // Each level costs at least two characters, so a short text cannot be too deep: most are not scanned.
+  if (text.length > 2 * MAX_JSON_DEPTH && jsonDepthOver(text, MAX_JSON_DEPTH)) {
+    throw new ValidationError(
+      field,
+      `is not JSON-serialisable here (nested more than ${MAX_JSON_DEPTH} levels deep)`,
+    );
+  }
   // jsonb refuses NUL and lone surrogates (JSON.stringify escapes both as \u....): refuse them here
   // with a clear error rather than a driver error. Most payloads hold no \u escape at all.
   const unstorable = text.includes('\\u') ? UNSTORABLE_ESCAPE.exec(text) : null;
@@ -200,6 +207,32 @@ export function serialisePayload(
     throw new ValidationError(field, 'contains a lone UTF-16 surrogate, which PostgreSQL jsonb cannot store');
   }
   return text;
+}
+
+/**
+ * How deep a payload, result or detail may nest. JSON.stringify's own limit depends on the calling
+ * thread's stack (about 4,000 levels on Node's main thread, four times that in a worker thread) and
+ * PostgreSQL's jsonb parser on max_stack_depth (about 11,000 levels at the default 2 MB): a fixed
+ * bound well below both gives one answer everywhere, and a ValidationError rather than a server error.
+ */
+export const MAX_JSON_DEPTH = 2000;
+
+// Whether JSON text nests arrays and objects deeper than `max`; brackets inside strings do not count.
+function jsonDepthOver(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      // A backslash escapes the next character: skip it.
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
 }
 
 // Why JSON.stringify refused, without its message: V8 names the property path of a cycle (payload

@@ -268,6 +268,25 @@ describe('deep and huge payloads', () => {
     expectValidationError(await rejection(lh.enqueue('deep', nested(100_000, 'object'))), 'payload');
   });
 
+  it('the depth bound is the same in every thread: 2,000 levels round-trip, 2,001 are refused before PostgreSQL sees them', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(1);
+    for (const shape of ['array', 'object'] as const) {
+      const id = (await lh.enqueue('deep', nested(2000, shape))).id;
+      expect(unnest((await lh.getJob(id))?.payload)).toEqual({ depth: 2000, leaf: 'leaf' });
+      const before = await tableCounts(pool, lh.schema);
+      // 2,001 levels are well inside JSON.stringify's reach on any thread: the refusal is the bound's.
+      const err = await rejection(lh.enqueue('deep', nested(2001, shape)));
+      expectValidationError(err, 'payload');
+      expect((err as Error).message).toMatch(/more than 2000 levels/);
+      expect(await tableCounts(pool, lh.schema)).toEqual(before);
+    }
+    // Brackets inside strings are text, not nesting: a long run of them is an ordinary payload.
+    const brackets = { text: '['.repeat(5000), keys: { ['{'.repeat(3000)]: '"]}\\' } };
+    const id = (await lh.enqueue('deep', brackets)).id;
+    expect((await lh.getJob(id))?.payload).toEqual(brackets);
+  });
+
   it('the size limit counts UTF-8 bytes of the JSON text, escapes included, and refuses one byte over', async () => {
     const lh = await migratedClient({ maxPayloadBytes: 1024 });
     const pool = testPool(1);
