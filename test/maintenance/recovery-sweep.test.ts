@@ -83,11 +83,13 @@ describe('recovery sweep wake-ups', () => {
 
     await expireLease(pool, lh.schema, lost?.jobId as string);
     expect(await lh.recoverExpired()).toEqual({ retried: 1, dead: 0 });
-    // Its next poll is an hour away: only the sweep's notification can start the job now.
-    await waitFor(async () => (await countByStatus(pool, lh.schema)).succeeded === 2, {
-      timeoutMs: 5000,
-      what: 'the recovered job to run',
-    });
+    // Its next poll is an hour away: only the sweep's notification can start the job now. The
+    // worker counts a completion once its statement has answered, a moment after the commit the
+    // table shows: both are waited for (CI saw the table first).
+    await waitFor(
+      async () => (await countByStatus(pool, lh.schema)).succeeded === 2 && worker.counters.completed === 2,
+      { timeoutMs: 5000, what: 'the recovered job to run' },
+    );
     expect(worker.counters.completed).toBe(2);
   });
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Leasehold } from '../../src/index.js';
+import { Leasehold, RetryableError } from '../../src/index.js';
 import type { OutcomeResult } from '../../src/runtime/outcome-batcher.js';
 import { withMaintenanceLock } from '../../src/storage/maintenance-lock.js';
 import { countByStatus, databaseUrl, migratedClient, testPool, waitFor } from '../support/db.js';
@@ -64,8 +64,10 @@ describe('connection loss', () => {
   });
 
   it('a failure whose answer is lost with its connection is found to have landed: a retry, recorded once', async () => {
+    // An explicit retry delay: the jittered backoff can be a few milliseconds, and a second run
+    // before the worker stops would fail and be counted too (seen on CI).
     const { lh, result, counters } = await runOneJob('fail_jobs', async () => {
-      throw new Error('handler failed');
+      throw new RetryableError('handler failed', { delayMs: 3_600_000 });
     });
     expect(result).toBe('retry');
     expect(counters).toMatchObject({ retried: 1, lost: 0 });

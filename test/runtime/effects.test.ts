@@ -229,7 +229,8 @@ describe('a worker that reclaims its own job', () => {
       queues: {
         again: {
           concurrency: 2,
-          leaseMs: 300,
+          // 1 s: the second run's completion must land within its lease on a loaded machine too.
+          leaseMs: 1000,
           // No renewals to be refused: the earlier run can only end at its own deadline.
           renew: 'progress',
           handler: async (job) => {

@@ -349,7 +349,9 @@ describe('worker', () => {
     const worker = lh.worker({
       queues: {
         stuck: {
-          leaseMs: 300,
+          // Long enough for the second run's completion to land within its lease on a loaded
+          // machine (with 300 ms, CI once saw it lapse and a third attempt run).
+          leaseMs: 1000,
           // Renewed only on progress, which it never reports: aborted at its lease deadline.
           renew: 'progress',
           concurrency: 1,
