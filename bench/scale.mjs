@@ -1,6 +1,7 @@
 // `npm run bench:scale`: does claiming and completing stay flat as the backlog grows?
-// Fills one queue to 1k, 10k, 100k and 1M pending jobs and times a claim of 64 and the fenced
-// completion of those 64 (median of many rounds), then prints EXPLAIN (ANALYZE, BUFFERS) of both
+// Fills one queue to 1k, 10k, 100k and 1M pending jobs (SCALE_SIZES=1000,...,10000000 for more) and
+// times a claim of 64 and the fenced completion of those 64 (median of many rounds); takes
+// EXPLAIN (ANALYZE, BUFFERS) of both at each size, printing each plan's totals, and the whole plans
 // at the largest size. Uses DATABASE_URL, or an embedded PostgreSQL.
 import pg from 'pg';
 import { Leasehold } from '../dist/index.js';
@@ -76,7 +77,7 @@ async function explain(lh) {
     const owners = `array_fill('explain'::text, ARRAY[${rows[0].ids.length}])`;
     const queues = `array_fill('scale'::text, ARRAY[${rows[0].ids.length}])`;
     const complete = await client.query(
-      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE ${completeName}(${ids}, ${tokens}, ${claims}, ${owners}, ${queues}, '${SCHEMA}_wakeup')`,
+      `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE ${completeName}(${ids}, ${tokens}, ${claims}, ${owners}, ${queues}, '${SCHEMA}_wakeup', '${SCHEMA}_finished')`,
     );
     await client.query('ROLLBACK');
     return {
@@ -99,7 +100,8 @@ try {
   for (const size of SIZES) {
     await fillTo(lh, pool, size);
     const result = await measure(lh, size);
-    results.push({ size, ...result });
+    const plans = await explain(lh);
+    results.push({ size, ...result, plans });
     console.error(
       `pending ${size}: claim ${result.claimMs.toFixed(2)} ms, complete ${result.completeMs.toFixed(2)} ms`,
     );
@@ -114,7 +116,26 @@ try {
       `| ${r.size.toLocaleString('en')} | ${r.claimMs.toFixed(2)} | ${(r.claimMs / base.claimMs).toFixed(2)}× | ${r.completeMs.toFixed(2)} | ${(r.completeMs / base.completeMs).toFixed(2)}× |`,
     );
   }
-  const plans = await explain(lh);
+  // A plan's totals: its execution time and the buffers its top node touched.
+  const totals = (plan) => {
+    const lines = plan.split('\n');
+    const time =
+      lines.find((line) => line.startsWith('Execution Time'))?.replace('Execution Time: ', '') ?? '?';
+    const buffers =
+      lines
+        .find((line) => line.trim().startsWith('Buffers:'))
+        ?.trim()
+        .replace('Buffers: ', '') ?? '?';
+    return `${time} (${buffers})`;
+  };
+  console.log('\n| pending jobs | EXPLAIN ANALYZE of the claim | of the completion |');
+  console.log('| ---: | --- | --- |');
+  for (const r of results) {
+    console.log(
+      `| ${r.size.toLocaleString('en')} | ${totals(r.plans.claim)} | ${totals(r.plans.complete)} |`,
+    );
+  }
+  const { plans } = results.at(-1);
   console.log(
     `\nClaim of ${BATCH} at ${SIZES.at(-1).toLocaleString('en')} pending:\n\n\`\`\`\n${plans.claim}\n\`\`\``,
   );

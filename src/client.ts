@@ -16,6 +16,7 @@ import { closeContext, joining, type LeaseholdContext } from './context.js';
 import { contextOf } from './context-of.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
+import { type LaneRotationResult, rotateLanes } from './maintenance/lane-rotation.js';
 import type { PruneResult } from './maintenance/retention.js';
 import { type MigrateResult, migrate } from './migrations/migrator.js';
 import { type CancelOptions, type CancelResult, cancel } from './operations/cancel.js';
@@ -200,6 +201,14 @@ export class Leasehold extends LeaseholdWorkflows {
    */
   recoverExpired(options?: RecoverOptions): Promise<{ retried: number; dead: number }> {
     return recoverExpired(this.#context, options);
+  }
+
+  /**
+   * One lane rotation pass now (workers run one every 3 s): moves what is left in the hot lanes
+   * due to be emptied, then truncates the drained ones. See docs/storage.md.
+   */
+  rotateLanes(): Promise<LaneRotationResult> {
+    return rotateLanes(this.pool, this.schema);
   }
 
   /** Reads one job; null when none has that id. With `history: true`, adds its history in order. */

@@ -60,6 +60,13 @@ export const DEFAULT_AGING_PASS_INTERVAL_MS = 1000;
 /** Most jobs one aging pass raises per queue. */
 export const DEFAULT_AGING_LIMIT = 1000;
 
+/**
+ * Mean interval between a worker's lane rotation passes (jittered by ±25%): a hot lane has ten
+ * seconds to be emptied before it receives jobs again (migration 018), so a pass every 3 s gives it
+ * about three chances.
+ */
+export const DEFAULT_LANE_ROTATION_INTERVAL_MS = 3000;
+
 /** Mean interval between a worker's scheduler passes (jittered by ±25%): cron ticks fire within about this. */
 export const DEFAULT_SCHEDULE_INTERVAL_MS = 1000;
 /**
@@ -98,6 +105,7 @@ export const WORKER_DEFAULTS = {
   pruneIntervalMs: DEFAULT_PRUNE_INTERVAL_MS,
   agingPassIntervalMs: DEFAULT_AGING_PASS_INTERVAL_MS,
   scheduleIntervalMs: DEFAULT_SCHEDULE_INTERVAL_MS,
+  laneRotationIntervalMs: DEFAULT_LANE_ROTATION_INTERVAL_MS,
   claimBatchSize: 500,
   outcomeBatchDelayMs: 0,
 };

@@ -41,6 +41,8 @@ export type { JobEvent, JobEventKind, JobWithHistory } from './job-history.js';
 export type { Lease } from './lease.js';
 export type { AgingResult } from './maintenance/aging.js';
 export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from './maintenance/aging.js';
+export type { LaneRotationResult } from './maintenance/lane-rotation.js';
+export { DEFAULT_LANE_ROTATION_INTERVAL_MS } from './maintenance/lane-rotation.js';
 export type { RecoveryResult } from './maintenance/recovery.js';
 export type { PruneResult } from './maintenance/retention.js';
 export { DEFAULT_PRUNE_INTERVAL_MS, DEFAULT_SUCCEEDED_RETENTION_MS } from './maintenance/retention.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { pinnedSearchPath } from '../storage/search-path.js';
+import { INDEX_PLANS_OPTION, pinnedSearchPath } from '../storage/search-path.js';
 import { type ClientRoute, LeaseholdClient, PrimaryLocator, sameHost } from './primary.js';
 import type { ConnectionSettings } from './settings.js';
 import { StatementWatch } from './statement-watch.js';
@@ -108,9 +108,14 @@ export function plainListenConnection(config: pg.ClientConfig): ListenConnection
 
 function clientSettings(settings: PoolSettings): pg.ClientConfig {
   const timeout = settings.statementTimeoutMs;
-  // The user's startup options first, the pinned search_path last: of two settings of one name
-  // at connect, the last wins, so a URL's options can add settings but not unpin the path.
-  const options = [settings.connection.base.options, pinnedSearchPath(settings.pinSearchPath).options]
+  // The user's startup options first, the pinned search_path (and the planner setting the lanes
+  // need, see INDEX_PLANS_OPTION) last: of two settings of one name at connect, the last wins, so a
+  // URL's options can add settings but not unpin the path.
+  const options = [
+    settings.connection.base.options,
+    pinnedSearchPath(settings.pinSearchPath).options,
+    settings.pinSearchPath ? INDEX_PLANS_OPTION : undefined,
+  ]
     .filter((part) => part !== undefined)
     .join(' ');
   return {

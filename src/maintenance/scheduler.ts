@@ -166,6 +166,9 @@ export class SchedulerService extends PeriodicService<SchedulerResult> {
       throw err;
     }
     for (const fired of result.fired) this.#firedSincePrune.add(fired.schedule);
+    // Reported before the housekeeping below: the jobs are claimable from the fire's commit, and a
+    // worker could run them while a slow prune held this pass (the event came after the jobs ran).
+    if (result.fired.length > 0) this.options.onFired?.(result);
     // Pruning cadence only (no schedule decision rides on it): the process clock is fine here.
     if (Date.now() - this.#lastPruneAt >= DEFAULT_SCHEDULE_TICK_PRUNE_INTERVAL_MS) {
       this.#lastPruneAt = Date.now();
@@ -181,7 +184,6 @@ export class SchedulerService extends PeriodicService<SchedulerResult> {
         );
       }
     }
-    if (result.fired.length > 0) this.options.onFired?.(result);
     return result;
   }
 }

@@ -56,9 +56,15 @@ export interface MigrateResult {
  * that may not change the schema (the producer, worker and admin roles) can call it on start-up as
  * the schema's owner does.
  * Refuses (SchemaVersionError) to touch a schema migrated by a newer Leasehold.
+ * `upTo` stops at an earlier version: for tests of a migration that runs with work in flight,
+ * which start from the schema an older Leasehold left.
  */
-export async function migrate(pool: pg.Pool, schema: string): Promise<MigrateResult> {
-  const migrations = loadMigrations();
+export async function migrate(
+  pool: pg.Pool,
+  schema: string,
+  options: { upTo?: number } = {},
+): Promise<MigrateResult> {
+  const migrations = loadMigrations().filter((m) => options.upTo === undefined || m.version <= options.upTo);
   const latest = migrations.at(-1)?.version ?? 0;
   let current: number;
   try {

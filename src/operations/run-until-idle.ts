@@ -63,6 +63,7 @@ export async function runUntilIdle(
     recoveryIntervalMs: 0,
     pruneIntervalMs: 0,
     agingPassIntervalMs: 0,
+    laneRotationIntervalMs: 0,
   });
   return worker.runUntilIdle({ maxMs, maxJobs });
 }

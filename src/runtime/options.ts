@@ -118,6 +118,12 @@ export interface WorkerOptions {
    * 1000 ms, jittered); 0 disables it. Every worker may fire: each tick still enqueues one job.
    */
   scheduleIntervalMs?: number;
+  /**
+   * Mean interval of the lane rotation pass (default 3000 ms, jittered), which keeps the hot lanes
+   * of the jobs table emptied by TRUNCATE instead of VACUUM (docs/storage.md). 0 disables it; some
+   * worker of the schema should run it.
+   */
+  laneRotationIntervalMs?: number;
   /** Largest claim batch (default 500, at most 1000); a claim never exceeds free slots plus prefetch. */
   claimBatchSize?: number;
   /** Wait this long to gather outcome writes into one statement (default 0: next tick). */
@@ -169,6 +175,7 @@ export interface ResolvedWorkerOptions extends OutputLimits {
   pruneIntervalMs: number;
   agingPassIntervalMs: number;
   scheduleIntervalMs: number;
+  laneRotationIntervalMs: number;
   claimBatchSize: number;
   outcomeBatchDelayMs: number;
   handleSignals: boolean;
@@ -188,6 +195,7 @@ const KNOWN_WORKER_KEYS = [
   'pruneIntervalMs',
   'agingPassIntervalMs',
   'scheduleIntervalMs',
+  'laneRotationIntervalMs',
   'claimBatchSize',
   'outcomeBatchDelayMs',
   'handleSignals',
@@ -215,6 +223,15 @@ export function defaultOwner(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
+/** The worker options that are a pass interval or a timeout in ms. */
+type IntervalOption =
+  | 'shutdownTimeoutMs'
+  | 'recoveryIntervalMs'
+  | 'pruneIntervalMs'
+  | 'agingPassIntervalMs'
+  | 'scheduleIntervalMs'
+  | 'laneRotationIntervalMs';
+
 /** Validates worker options, filling in defaults; throws `ValidationError` with a suggestion. */
 export function resolveWorkerOptions(
   options: WorkerOptions,
@@ -229,6 +246,9 @@ export function resolveWorkerOptions(
   const entries = queueEntries(options);
   const queues = entries.map(([name, value, schema]) => resolveQueue(name, value, clientBackoff, schema));
   const slots = options.slots === undefined ? null : optionalInt(options.slots, 'slots', 1, 10_000, 1);
+  // A pass interval or timeout in ms: 0 (off) up to `max`, the worker default when absent.
+  const interval = (name: IntervalOption, max = 3_600_000) =>
+    optionalInt(options[name], name, 0, max, WORKER_DEFAULTS[name]);
   const weighted = entries.find(
     ([, value]) => typeof value === 'object' && value !== null && value.weight !== undefined,
   );
@@ -250,45 +270,16 @@ export function resolveWorkerOptions(
       WORKER_DEFAULTS.pollIntervalMs,
     ),
     listen: optionalBoolean(options.listen, 'listen', clientListen),
-    shutdownTimeoutMs: optionalInt(
-      options.shutdownTimeoutMs,
-      'shutdownTimeoutMs',
-      0,
-      3_600_000,
-      WORKER_DEFAULTS.shutdownTimeoutMs,
-    ),
-    recoveryIntervalMs: optionalInt(
-      options.recoveryIntervalMs,
-      'recoveryIntervalMs',
-      0,
-      3_600_000,
-      WORKER_DEFAULTS.recoveryIntervalMs,
-    ),
+    shutdownTimeoutMs: interval('shutdownTimeoutMs'),
+    recoveryIntervalMs: interval('recoveryIntervalMs'),
     recoveryBackoff: resolveBackoff(options.recoveryBackoff, 'recoveryBackoff', {
       baseMs: Math.min(WORKER_DEFAULTS.recoveryBackoffBaseMs, clientBackoff.baseMs),
       maxMs: clientBackoff.maxMs,
     }),
-    pruneIntervalMs: optionalInt(
-      options.pruneIntervalMs,
-      'pruneIntervalMs',
-      0,
-      86_400_000,
-      WORKER_DEFAULTS.pruneIntervalMs,
-    ),
-    agingPassIntervalMs: optionalInt(
-      options.agingPassIntervalMs,
-      'agingPassIntervalMs',
-      0,
-      3_600_000,
-      WORKER_DEFAULTS.agingPassIntervalMs,
-    ),
-    scheduleIntervalMs: optionalInt(
-      options.scheduleIntervalMs,
-      'scheduleIntervalMs',
-      0,
-      3_600_000,
-      WORKER_DEFAULTS.scheduleIntervalMs,
-    ),
+    pruneIntervalMs: interval('pruneIntervalMs', 86_400_000),
+    agingPassIntervalMs: interval('agingPassIntervalMs'),
+    scheduleIntervalMs: interval('scheduleIntervalMs'),
+    laneRotationIntervalMs: interval('laneRotationIntervalMs'),
     claimBatchSize: optionalInt(
       options.claimBatchSize,
       'claimBatchSize',

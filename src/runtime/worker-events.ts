@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { OutstandingStatement } from '../connection/statement-watch.js';
 import type { AgingResult } from '../maintenance/aging.js';
+import type { LaneRotationResult } from '../maintenance/lane-rotation.js';
 import type { RecoveryResult } from '../maintenance/recovery.js';
 import type { PruneResult } from '../maintenance/retention.js';
 import type { SchedulerResult } from '../maintenance/scheduler.js';
@@ -59,6 +60,8 @@ export interface WorkerEventMap {
   pruned: [result: PruneResult];
   /** A scheduler pass enqueued jobs for due cron ticks (one per tick). */
   scheduled: [result: SchedulerResult];
+  /** A lane rotation pass moved rows out of a hot lane or truncated drained lanes (docs/storage.md). */
+  rotated: [result: LaneRotationResult];
   /** An internal error (database unavailable, listener dropped); the worker retries by itself. */
   error: [err: unknown];
   /**

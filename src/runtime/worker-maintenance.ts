@@ -1,4 +1,5 @@
 import { type AgingResult, AgingService } from '../maintenance/aging.js';
+import { type LaneRotationResult, LaneRotationService } from '../maintenance/lane-rotation.js';
 import { type RecoveryResult, RecoveryService, SWEEP_BATCHES } from '../maintenance/recovery.js';
 import { type PruneResult, RetentionService } from '../maintenance/retention.js';
 import { type SchedulerResult, SchedulerService } from '../maintenance/scheduler.js';
@@ -13,6 +14,8 @@ export interface MaintenanceHooks {
   aged(result: AgingResult): void;
   /** A scheduler pass enqueued jobs for due cron ticks. */
   scheduled(result: SchedulerResult): void;
+  /** A lane rotation pass moved rows or truncated lanes. */
+  rotated(result: LaneRotationResult): void;
   error(err: unknown): void;
 }
 
@@ -56,6 +59,15 @@ export class WorkerMaintenance {
           ...base,
           intervalMs: options.agingPassIntervalMs,
           onAged: (result) => hooks.aged(result),
+        }),
+      );
+    }
+    if (options.laneRotationIntervalMs > 0) {
+      this.#services.push(
+        new LaneRotationService({
+          ...base,
+          intervalMs: options.laneRotationIntervalMs,
+          onRotated: (result) => hooks.rotated(result),
         }),
       );
     }

@@ -124,6 +124,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       },
       pruned: (result) => this.emit('pruned', result),
       scheduled: (result) => this.emit('scheduled', result),
+      rotated: (result) => this.emit('rotated', result),
       aged: (result) => {
         this.emit('aged', result);
         this.#wakeAll(); // raised or released jobs may change what each queue claims next

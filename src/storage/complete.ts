@@ -1,9 +1,10 @@
-import { defineStatement, type Queryable, run } from './db.js';
+import { defineStatement, type Queryable } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
 import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
 import { flowReleaseCte, flowWakeups } from './flow-release.js';
 import { keySlotsReleaseCte } from './key-slots.js';
+import { idsFrom, perLaneCtes, runLaneRouted } from './lane-routing.js';
 import { orderingAdvanceCte, orderingRepairNeeded, orderingWakeups, repairOrderingKeys } from './ordering.js';
 import { refusalCountingCte } from './refusals.js';
 
@@ -15,7 +16,8 @@ import { refusalCountingCte } from './refusals.js';
  * the same statement (a delete is cheaper than an update, and keeps jobs and its indexes small).
  * That record is the attempt's audit entry (owner, token, claim id, attempt, claimed_at, lease extensions,
  * finished_at): a completion writes no job_events row.
- * Looks rows up by primary key; takes the row lock of each job it changes.
+ * Looks rows up by id; takes the row lock of each job it changes, and deletes each in the lane it
+ * was locked in (lane-routing.ts).
  * A completed head of an ordering key hands the key to its next job (claimable from this commit,
  * with a wake-up), and a job that held a per-key concurrency slot gives it back, both in this
  * statement; plain jobs write nothing for either (see ordering.ts and key-slots.ts).
@@ -28,20 +30,22 @@ import { refusalCountingCte } from './refusals.js';
  * accepted rows of `changed` reach flowReleaseCte, so a refused (stale) completion releases nothing;
  * a child whose last parent this was is claimable from this commit, with a wake-up (flow-release.ts).
  */
-const completeStatement = (withResults: boolean) => (s: string) =>
+const completeStatement = (withResults: boolean, routed: boolean) => (s: string) =>
   `
   WITH input AS (
     SELECT * FROM unnest(${FENCE_INPUT_ARRAYS}${withResults ? ', $7::text[]' : ''})
       AS t(${FENCE_INPUT_COLUMNS}${withResults ? ', result' : ''})
   ),
-  ${fencedCte(s)},
-  changed AS (
-    DELETE FROM ${s}.jobs AS j
-    WHERE j.id = ANY (ARRAY(SELECT id FROM fenced))
+  ${fencedCte(s, routed)},
+  ${perLaneCtes(
+    'changed',
+    routed,
+    (lane) => `DELETE FROM ${s}.jobs AS j
+    WHERE ${idsFrom('fenced', lane)}
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
               j.lease_token, j.lease_claim_id, j.created_at, j.claimed_at, j.lease_extensions,
-              j.ordering_key, j.concurrency_key, j.holds_key_slot, j.notify_on_finish, j.has_children
-  ),
+              j.ordering_key, j.concurrency_key, j.holds_key_slot, j.notify_on_finish, j.has_children`,
+  )},
   finished AS (
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
                                     lease_token, lease_claim_id, created_at, claimed_at, finished_at,
@@ -61,10 +65,18 @@ const completeStatement = (withResults: boolean) => (s: string) =>
          ${finishNoticesSent()} AS announced, ${flowWakeups('$6')} AS flow_woken
   FROM changed`;
 
-export const JobCompleteMany = defineStatement('complete_jobs', completeStatement(false));
+/** The completion described above, for a batch without results, routed to the lane of each job. */
+export const JobCompleteMany = defineStatement('complete_jobs', completeStatement(false, true));
+/** The completion described above, storing each handler's result, routed to the lane of each job. */
 export const JobCompleteManyWithResults = defineStatement(
   'complete_jobs_with_results',
-  completeStatement(true),
+  completeStatement(true, true),
+);
+/** The completions through the parent by id, for a schema without lanes yet (runLaneRouted). */
+const JobCompleteManyUnrouted = defineStatement('complete_jobs_unrouted', completeStatement(false, false));
+const JobCompleteManyWithResultsUnrouted = defineStatement(
+  'complete_jobs_with_results_unrouted',
+  completeStatement(true, false),
 );
 
 /** A lease to complete, with the handler's result as JSON text (null or absent: none). */
@@ -80,9 +92,11 @@ export async function completeJobs(
 ): Promise<Set<string>> {
   if (refs.length === 0) return new Set();
   const withResults = refs.some((ref) => ref.result != null);
-  const rows = await run<{ id: string; repair: string[] }>(
+  const rows = await runLaneRouted<{ id: string; repair: string[] }>(
     db,
+    schema,
     (withResults ? JobCompleteManyWithResults : JobCompleteMany)(schema),
+    (withResults ? JobCompleteManyWithResultsUnrouted : JobCompleteManyUnrouted)(schema),
     withResults
       ? [
           ...fenceArrays(refs),

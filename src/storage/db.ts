@@ -121,14 +121,32 @@ export async function run<R extends pg.QueryResultRow>(
   values: unknown[],
 ): Promise<R[]> {
   const statement = (anyRouted && routedOn.get(db)?.get(direct.name)) || direct;
-  try {
-    const result = await db.query<R>(
-      anyUnnamed && unnamedOn.has(db)
-        ? { text: statement.unnamedText, values }
-        : { name: statement.name, text: statement.text, values },
-    );
-    return result.rows;
-  } catch (err) {
-    throw toDatabaseError(err, statement.name);
+  const config =
+    anyUnnamed && unnamedOn.has(db)
+      ? { text: statement.unnamedText, values }
+      : { name: statement.name, text: statement.text, values };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const result = await db.query<R>(config);
+      return result.rows;
+    } catch (err) {
+      if (attempt < MOVED_ROW_ATTEMPTS && isMovedRowConflict(err) && isPool(db)) continue;
+      throw toDatabaseError(err, statement.name);
+    }
   }
+}
+
+// A statement that read a job's row just before the lane rotation moved it to another lane (see
+// migration 018) fails with serialization_failure and changes nothing. Sent on a pool it ran in a
+// transaction of its own, so it is sent again, and then finds the row where it now lives. Inside a
+// caller's transaction the error is the caller's to handle: the transaction is aborted.
+const MOVED_ROW_ATTEMPTS = 4;
+
+function isMovedRowConflict(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '40001';
+}
+
+/** True for a pg.Pool (each statement in a transaction of its own), false for a client. */
+export function isPool(db: Queryable): boolean {
+  return typeof (db as Partial<pg.Pool>).totalCount === 'number';
 }

@@ -35,13 +35,16 @@ export const LEASE_FENCE = `j.id = input.id
  * Rows are locked in id order (the sorted subquery is kept apart by OFFSET 0, and the nested loop
  * keeps its order), so two fenced statements over the same leases, say a heartbeat and the
  * completion of the same jobs, wait for each other instead of deadlocking.
+ * With `withLane`, each fenced row comes with the lane it was found and locked in (`lane`), so that
+ * the write that follows may go to that lane alone (lane-routing.ts): a locked row cannot move
+ * before the statement ends.
  */
-export function fencedCte(s: string): string {
+export function fencedCte(s: string, withLane = false): string {
   return `fenced AS (
-    SELECT input.*
+    SELECT input.*${withLane ? ', current_lease.lane' : ''}
     FROM (SELECT * FROM input ORDER BY id OFFSET 0) AS input
     CROSS JOIN LATERAL (
-      SELECT j.id FROM ${s}.jobs AS j
+      SELECT ${withLane ? 'j.lane' : 'j.id'} FROM ${s}.jobs AS j
       WHERE ${LEASE_FENCE}
       FOR UPDATE OF j
     ) AS current_lease

@@ -98,6 +98,8 @@ export function readParents(db: Queryable, schema: string, jobId: string): Promi
  * BlockedFlowList: flows stalled on a dead or cancelled job, one row per such job that still holds
  * back at least one pending child, longest stalled first, at most $1. Terminal jobs are read through
  * jobs_terminal_finished_idx (few), the rest by primary keys and job_dependencies' primary key.
+ * The job's columns are grouped by name: jobs has no primary key since its lanes (018), so
+ * PostgreSQL no longer infers them from j.id.
  */
 const BlockedFlowList = defineStatement(
   'list_blocked_flows',
@@ -112,7 +114,7 @@ const BlockedFlowList = defineStatement(
   WHERE j.finished_at IS NOT NULL
     AND j.status IN ('dead', 'cancelled')
     AND j.has_children
-  GROUP BY n.flow_id, j.id, n.ref
+  GROUP BY n.flow_id, j.id, n.ref, j.queue_name, j.status, j.finished_at, j.last_error_code
   ORDER BY j.finished_at, j.id
   LIMIT $1`,
 );

@@ -21,17 +21,19 @@ const OldestTransactionRead = defineStatement(
 );
 
 /**
- * JobsTupleRead: live and dead tuple estimates of the jobs table from pg_stat_user_tables (the
- * statistics collector's counters, updated a moment after each transaction; no table scan), and
- * when autovacuum last ran on it.
+ * JobsTupleRead: live and dead tuple estimates of the jobs table, summed over its lanes (migration
+ * 018), from pg_stat_user_tables (the statistics collector's counters, updated a moment after each
+ * transaction; no table scan), and when autovacuum last ran on any of them.
  */
 const JobsTupleRead = defineStatement(
   'read_jobs_tuples',
-  () => `
-  SELECT n_live_tup::float8 AS live, n_dead_tup::float8 AS dead,
-         greatest(last_vacuum, last_autovacuum) AS last_vacuum
+  (s) => `
+  SELECT sum(n_live_tup)::float8 AS live, sum(n_dead_tup)::float8 AS dead,
+         max(greatest(last_vacuum, last_autovacuum)) AS last_vacuum
   FROM pg_stat_user_tables
-  WHERE schemaname = $1 AND relname = 'jobs'`,
+  WHERE schemaname = $1
+    AND relid IN (SELECT relid FROM pg_partition_tree('${s}.jobs'::regclass) WHERE isleaf)
+  HAVING count(*) > 0`,
 );
 
 /** The oldest open transaction holding back cleanup. */

@@ -16,3 +16,22 @@ export const PINNED_SEARCH_PATH = 'pg_catalog, pg_temp';
 export function pinnedSearchPath(pin: boolean): { options?: string } {
   return pin ? { options: `-c search_path=${PINNED_SEARCH_PATH.replace(' ', '')}` } : {};
 }
+
+/**
+ * A startup option of the connections Leasehold opens directly (not behind a pooler), beside the
+ * pinned search_path: sequential scans are off (a cost the planner avoids when any
+ * index serves the query, not a ban). The jobs table's lanes (migration 018) change size by orders
+ * of magnitude within seconds: a lane is truncated, then takes every new job for ten seconds. A
+ * cached generic plan made while a lane was empty scanned it sequentially for each batch once it
+ * held 100,000 rows (throughput fell from 25,000 to 500 jobs/s until autovacuum's next analyze).
+ * Every statement of the library reaches jobs through an index, so none wants a sequential scan
+ * there. Planning each execution instead (plan_cache_mode = force_custom_plan) avoided the
+ * collapse too but cost 10–20% of throughput in planning. Behind a transaction pooler the setting
+ * cannot be sent at connect; statements run unnamed there, so each is planned with the lanes'
+ * current sizes.
+ * JIT is off beside it: a query left with a sequential scan (a small table no index serves) costs
+ * 10^10 with sequential scans off, far past jit_above_cost, and a server built with LLVM then
+ * compiled it on every execution (65 ms instead of 0.1 ms on the system PostgreSQL 15 here).
+ * Leasehold's statements are short; none gains from JIT.
+ */
+export const INDEX_PLANS_OPTION = '-c enable_seqscan=off -c jit=off';

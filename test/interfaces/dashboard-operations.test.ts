@@ -204,7 +204,13 @@ describe('dashboard operations in a real browser', () => {
     await sql().query(
       `UPDATE "${lh.schema}".schedules SET fire_after = now() - interval '1 second' WHERE name = 'nightly-report'`,
     );
-    const tick = (await lh.runSchedules()).fired.find((f) => f.schedule === 'nightly-report')!;
+    // One tick, or two when the clock passed a second between the update and the pass (a
+    // per-second schedule due a second ago): the newest is the schedule's last job.
+    const ticks = (await lh.runSchedules()).fired
+      .filter((f) => f.schedule === 'nightly-report')
+      .sort((a, b) => b.tickAt.getTime() - a.tickAt.getTime());
+    expect(ticks.length === 1 || ticks.length === 2).toBe(true);
+    const tick = ticks[0]!;
     await lh.configureQueue('limited', { rateLimit: { max: 1, perMs: 60_000 } });
     await lh.enqueueMany('limited', [{ payload: 1 }, { payload: 2 }]);
     for (let i = 0; i < 3; i++) await lh.claim({ queue: 'limited', owner: 'w', limit: 2 });
@@ -244,7 +250,7 @@ describe('dashboard operations in a real browser', () => {
     // The schedule's name opens its jobs (the schedule filter); its job names the schedule and tick.
     await row.locator('th a').click();
     await page.waitForURL(/schedule=nightly-report/);
-    expect(await resultIds(page)).toEqual([tick.jobId]);
+    expect(await resultIds(page)).toEqual(ticks.map((t) => t.jobId));
     await page.goto(`${dashboard.url}/jobs/${tick.jobId}`);
     expect(await page.locator('[data-field="scheduled by"]').textContent()).toBe(
       `nightly-report (tick ${tick.tickAt.toISOString()})`,

@@ -100,11 +100,17 @@ describe('a hostile public schema (CVE-2018-1058)', () => {
       if (pooler !== undefined) process.env.LEASEHOLD_POOLER = pooler;
     }
     try {
-      const { rows } = await client.pool.query<{ path: string; work_mem: string }>(
-        'SELECT current_setting($1) AS path, current_setting($2) AS work_mem',
-        ['search_path', 'work_mem'],
+      const { rows } = await client.pool.query<{
+        path: string;
+        work_mem: string;
+        seqscan: string;
+        jit: string;
+      }>(
+        'SELECT current_setting($1) AS path, current_setting($2) AS work_mem, current_setting($3) AS seqscan, current_setting($4) AS jit',
+        ['search_path', 'work_mem', 'enable_seqscan', 'jit'],
       );
-      expect(rows[0]).toEqual({ path: 'pg_catalog,pg_temp', work_mem: '4321kB' });
+      // The lanes' planner setting applies too, and JIT is off with it (see INDEX_PLANS_OPTION).
+      expect(rows[0]).toEqual({ path: 'pg_catalog,pg_temp', work_mem: '4321kB', seqscan: 'off', jit: 'off' });
       const { ids } = await client.enqueueMany('sp-options', [{ payload: 1 }]);
       const [lease] = await client.claim({ queue: 'sp-options', owner: 'w' });
       expect(lease?.jobId).toBe(ids[0]);
