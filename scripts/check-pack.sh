@@ -11,7 +11,11 @@ chmod 700 "$work"
 trap 'rm -rf "$work"' EXIT
 
 cd "$root"
-tarball=$(npm pack --silent --pack-destination "$work" | tail -n 1)
+# The tarball carries dist/ as built here. npm pack would rebuild it (the prepare script removes
+# dist/ first) under the feet of test runs sharing this tree, so CI, which built it once already,
+# sets PACK_USE_BUILT_DIST=1; otherwise it is built here first.
+if [ "${PACK_USE_BUILT_DIST:-}" != 1 ]; then npm run build --silent; fi
+tarball=$(npm pack --ignore-scripts --silent --pack-destination "$work" | tail -n 1)
 mkdir "$work/app"
 cd "$work/app"
 npm init -y >/dev/null
