@@ -156,7 +156,17 @@ describe('dashboard in a real browser (chromium)', () => {
       },
     });
     await started(worker);
-    await page.locator('#reason').fill('mailbox emptied by support');
+    // The job view re-renders every 2 s: the reason being typed keeps its text and the focus
+    // across a re-render (a fresh input each time once took both from under the typing).
+    await page.locator('#reason').click();
+    await page.keyboard.type('mailbox emptied');
+    const renders = Number(await page.locator('body').getAttribute('data-ready'));
+    await expect
+      .poll(async () => Number(await page.locator('body').getAttribute('data-ready')), { timeout: 10_000 })
+      .toBeGreaterThan(renders);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('reason');
+    await page.keyboard.type(' by support');
+    expect(await page.locator('#reason').inputValue()).toBe('mailbox emptied by support');
     await page.locator('button.replay').click();
     await waitFor(() => ran.includes(id), { what: 'the replayed job to run' });
     await expect

@@ -37,31 +37,42 @@ function eventDetail(e) {
   return parts.join('; ');
 }
 
-// The reason an operator typed for replays and cancels (recorded in the history).
-let typedReason = '';
-document.addEventListener('input', (event) => {
-  if (event.target && event.target.id === 'reason') typedReason = event.target.value;
-});
+// The reason an operator types for replays and cancels (recorded in the history). One input for
+// the page's life: the job view re-renders every 2 s, and a fresh input each time took the focus
+// from under the operator's typing, and lost the keystrokes that reached the old, detached one.
+let reasonInput = null;
 
 export function reasonField() {
+  reasonInput ??= el('input', {
+    id: 'reason',
+    size: '40',
+    maxlength: '1000',
+    disabled: readOnly,
+    placeholder: 'reason for replay or cancel (recorded in the history)',
+  });
+  const input = reasonInput;
+  if (document.activeElement === input) {
+    // Moving the focused input into the new tree blurs it: give focus and caret back once the
+    // render that called this has put the tree in place (it does so before yielding).
+    const { selectionStart, selectionEnd } = input;
+    queueMicrotask(() => {
+      if (!input.isConnected) return;
+      input.focus();
+      input.setSelectionRange(selectionStart, selectionEnd);
+    });
+  }
   return el(
     'span',
     { class: 'field inline' },
     el('label', { for: 'reason', class: 'visually-hidden' }, 'Reason'),
-    el('input', {
-      id: 'reason',
-      size: '40',
-      maxlength: '1000',
-      disabled: readOnly,
-      placeholder: 'reason for replay or cancel (recorded in the history)',
-      value: typedReason,
-    }),
+    input,
   );
 }
 
 export async function act(id, action) {
   const fallback = action === 'cancel' ? 'cancelled from the dashboard' : 'replayed from the dashboard';
-  const res = await postJson(`/api/jobs/${id}/${action}`, { reason: typedReason.trim() || fallback });
+  const typed = reasonInput ? reasonInput.value.trim() : '';
+  const res = await postJson(`/api/jobs/${id}/${action}`, { reason: typed || fallback });
   say(res.ok ? `${action} job ${id}: done` : `${action} failed: ${res.body.error}`);
   return res.ok;
 }
