@@ -6,7 +6,11 @@
 // Removal deletes exactly what carries the prefix, also what a crashed earlier run left behind.
 import { spawnSync } from 'node:child_process';
 
-export const PREFIX = 'lhh';
+// Another prefix (lhh and up to four more letters or digits) keeps a test's network apart from a
+// run's: removal deletes only what carries the prefix in force.
+export const PREFIX = /^lhh[a-z0-9]{0,4}$/.test(process.env.LHH_NETNS_PREFIX ?? '')
+  ? process.env.LHH_NETNS_PREFIX
+  : 'lhh';
 export const DB_NS = `${PREFIX}-db`;
 export const MAX_HOSTS = 8;
 
@@ -42,7 +46,10 @@ export function ourNamespaces() {
   return run('ip', ['netns', 'list'])
     .split('\n')
     .map((line) => line.split(' ')[0])
-    .filter((name) => name === DB_NS || /^lhh-h\d+$/.test(name));
+    .filter(
+      (name) =>
+        name === DB_NS || (name.startsWith(`${PREFIX}-h`) && /^\d+$/.test(name.slice(PREFIX.length + 2))),
+    );
 }
 
 /**
