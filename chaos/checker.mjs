@@ -10,7 +10,8 @@
 
 // Faults that can legitimately make a lease lapse, and for whom. A short pause, a pinned
 // transaction and a skewed clock must not: an expiry they alone explain is a false expiry.
-const EXPIRY_FAULTS = ['kill', 'pause', 'block', 'terminate', 'restart', 'exhaustion', 'sweeps'];
+// 'partition' is the many-hosts harness's link cut (chaos/hosts.mjs).
+const EXPIRY_FAULTS = ['kill', 'pause', 'block', 'terminate', 'restart', 'exhaustion', 'sweeps', 'partition'];
 
 /** Reads every measure; `settings` carries leaseMs, recoveryIntervalMs, toleranceMs. */
 export async function check(db, settings) {
@@ -132,7 +133,11 @@ export async function check(db, settings) {
         WHERE f.kind = ANY($1)
           AND (f.target = 'all' OR f.target = split_part(e.lease_owner, '-', 1))
           AND f.injected_at <= e.at
-          AND e.claimed_at <= f.healed_at + interval '1 second')
+          -- After a link cut, a connection resumes only when its retransmission timer (doubled
+          -- at each unanswered try during the cut) fires again: up to about the cut's length later.
+          AND e.claimed_at <= f.healed_at + interval '1 second'
+            + CASE WHEN f.kind = 'partition' THEN (f.detail->>'cutMs')::int * interval '1 millisecond'
+                   ELSE interval '0' END)
     ORDER BY e.at LIMIT 20`,
     [EXPIRY_FAULTS],
   );

@@ -10,6 +10,8 @@ export interface ServerOptions {
   tempPrefix?: string;
   /** Bound on each binary's run, in ms (default: none). */
   timeoutMs?: number;
+  /** CIDR blocks whose TCP clients are trusted (pg_hba.conf), e.g. namespace addresses. */
+  trustNetworks?: string[];
 }
 
 /** A running (or crashed) server on its own port and data folder. */

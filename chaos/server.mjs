@@ -7,7 +7,7 @@
 // server process and cannot restart it after a crash.
 // As root, every binary runs as the `postgres` system user (the server refuses to run as root).
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +22,9 @@ const START_TIMEOUT_S = 60;
  * - `initdbArgs`: initdb's arguments besides the data folder (default: the chaos harness's);
  * - `env`: extra environment for every binary (e.g. `LC_ALL`);
  * - `tempPrefix`: the name of the temporary folder;
- * - `timeoutMs`: a bound on each binary's run (default: none; pg_ctl waits at most 60 s itself).
+ * - `timeoutMs`: a bound on each binary's run (default: none; pg_ctl waits at most 60 s itself);
+ * - `trustNetworks`: CIDR blocks whose TCP clients are trusted as loopback ones are (the many-hosts
+ *   harness's namespace addresses, with `listen_addresses` set to match).
  */
 export async function startServer(settings = {}, options = {}) {
   const {
@@ -30,6 +32,7 @@ export async function startServer(settings = {}, options = {}) {
     env = {},
     tempPrefix = 'leasehold-chaos-pg-',
     timeoutMs,
+    trustNetworks = [],
   } = options;
   const user = serverUser();
   const bin = postgresBinaries(user);
@@ -53,6 +56,11 @@ export async function startServer(settings = {}, options = {}) {
       .join('\n')}\n`,
   );
   if (runAs) chownSync(join(dataDir, 'postgresql.auto.conf'), runAs.uid, runAs.gid);
+  for (const network of trustNetworks) {
+    if (!/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/.test(network))
+      throw new Error(`server: not a CIDR block: ${network}`);
+    appendFileSync(join(dataDir, 'pg_hba.conf'), `host all all ${network} trust\n`);
+  }
 
   let running = false;
   let removed = false;

@@ -6,8 +6,14 @@
 //     job's effect written in the same transaction: exactly-once effects by construction).
 // Protocol over IPC: parent -> {type:'start', config} | {type:'block', ms} | {type:'stop'};
 // child -> {type:'ready', owner} | {type:'status', ...} | {type:'stopped', counters} | {type:'failed'}.
+// Two options serve the many-hosts harness (chaos/hosts.mjs): `libraryDefaults` leaves the lease,
+// renewal, poll and sweep settings to the library's defaults; `honourSignal` makes handlers stop
+// waiting on a network call once their lease is gone (job.signal), and the manual claimers stop
+// waiting on a heartbeat past their own local deadline: what a handler on a partitioned host must
+// do so that its run does not outlive its lease. The abandoned call may still land when the link
+// returns; the fence refuses it, or the downstream deduplicates it by key.
 import pg from 'pg';
-import { Leasehold, RetryableError } from '../dist/index.js';
+import { DEFAULT_LEASE_MS, Leasehold, RetryableError } from '../dist/index.js';
 import { LedgerWriter } from './ledger-writer.mjs';
 
 const STATUS_EVERY_MS = 50;
@@ -52,13 +58,14 @@ async function start(config) {
       chaos: {
         handler: (job) => runHandler(job),
         concurrency: config.concurrency,
-        leaseMs: config.leaseMs,
-        renew: 'progress',
+        ...(!config.libraryDefaults && { leaseMs: config.leaseMs, renew: 'progress' }),
         unknownErrorAttempts: config.maxAttempts,
       },
     },
-    pollIntervalMs: config.pollIntervalMs,
-    recoveryIntervalMs: config.recoveryIntervalMs,
+    ...(!config.libraryDefaults && {
+      pollIntervalMs: config.pollIntervalMs,
+      recoveryIntervalMs: config.recoveryIntervalMs,
+    }),
     shutdownTimeoutMs: 5000,
   });
   worker.on('error', () => {}); // retried by the worker itself; the checker judges by the database
@@ -132,7 +139,16 @@ async function runHandler(job) {
   const ref = { jobId: job.id, token: job.token, attempt: job.attempt, maxAttempts: job.maxAttempts };
   // Timed from before the start record: started_at + duration then ends no earlier than the run.
   const started = performance.now();
-  if (!(await recordStart(ref, owner, 'chaos'))) {
+  const signal = state.config.honourSignal ? job.signal : null;
+  let recorded;
+  try {
+    recorded = await orAbort(recordStart(ref, owner, 'chaos'), signal);
+  } catch (err) {
+    // The lease went while the start record was on its way: the handler did nothing at all.
+    ledger.append('run_ends', [job.id, job.token, owner, 0, 'start-abandoned']);
+    throw new RetryableError('the lease was lost before the run started', { cause: err });
+  }
+  if (!recorded) {
     throw new RetryableError('the ledger was unreachable; the run did not start');
   }
   const long = job.payload.workMs >= 100;
@@ -161,18 +177,21 @@ async function runHandler(job) {
         ),
       );
     } else if (job.payload.mode === 'effect') {
-      await job.effect('downstream', {
-        perform: async (key) => {
-          await ledger.callDownstream(key, job.id, job.token, owner, 'effect');
-          return { applied: true };
-        },
-        reconcile: async (key) =>
-          (await ledger.downstreamApplied(key))
-            ? { happened: true, result: { applied: true } }
-            : { happened: false },
-      });
+      await orAbort(
+        job.effect('downstream', {
+          perform: async (key) => {
+            await ledger.callDownstream(key, job.id, job.token, owner, 'effect');
+            return { applied: true };
+          },
+          reconcile: async (key) =>
+            (await ledger.downstreamApplied(key))
+              ? { happened: true, result: { applied: true } }
+              : { happened: false },
+        }),
+        signal,
+      );
     } else {
-      await ledger.callDownstream(job.idempotencyKey, job.id, job.token, owner, 'plain');
+      await orAbort(ledger.callDownstream(job.idempotencyKey, job.id, job.token, owner, 'plain'), signal);
     }
   } catch (err) {
     outcome = outcome === 'blocked' ? 'blocked-threw' : 'threw';
@@ -197,7 +216,7 @@ async function txnLoop() {
         queue: 'chaos_txn',
         owner: state.txnOwner,
         limit: 1,
-        leaseMs: config.leaseMs,
+        leaseMs: txnLeaseMs(),
       });
       failures = 0;
     } catch {
@@ -226,7 +245,7 @@ async function runTxnJob(lease) {
   try {
     // A retry is slow (two leases long, renewed by heartbeat): a stale claimer that wakes up late
     // then finds its successor still running, and its completion must not take the successor's place.
-    const workMs = lease.attempt > 1 ? 2 * state.config.leaseMs : lease.payload.workMs;
+    const workMs = lease.attempt > 1 ? 2 * txnLeaseMs() : lease.payload.workMs;
     state.txnUntil = Math.max(state.txnUntil, started + workMs);
     if (!(await workWithHeartbeats(lease, workMs))) {
       outcome = 'lease-lost';
@@ -269,16 +288,69 @@ async function runTxnJob(lease) {
   }
 }
 
-// Sleeps `workMs`, renewing the lease every third of it; false once a renewal is refused.
+// The manual claimers' lease: the harness's, or the library's default.
+function txnLeaseMs() {
+  return state.config.libraryDefaults ? DEFAULT_LEASE_MS : state.config.leaseMs;
+}
+
+// Sleeps `workMs`, renewing the lease every third of it; false once a renewal is refused (or,
+// with honourSignal, not answered before the lease could have lapsed: a fifth of it early).
 async function workWithHeartbeats(lease, workMs) {
   const { lh, config } = state;
-  const every = config.leaseMs / 3;
+  const leaseMs = txnLeaseMs();
+  const every = leaseMs / 3;
   const until = performance.now() + workMs;
+  let deadline = performance.now() + leaseMs * 0.8;
   while (performance.now() < until) {
     await sleep(Math.min(every, until - performance.now()));
-    if (performance.now() < until && !(await lh.heartbeat(lease, { leaseMs: config.leaseMs }))) return false;
+    if (performance.now() >= until) break;
+    const sentAt = performance.now();
+    const beat = lh.heartbeat(lease, { leaseMs });
+    const answer = config.honourSignal ? await beforeDeadline(beat, deadline) : await beat;
+    if (!answer) return false;
+    deadline = sentAt + leaseMs * 0.8;
   }
   return true;
+}
+
+// `promise`'s value, or false if it has not settled by `deadline` (performance.now() time).
+function beforeDeadline(promise, deadline) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}
+
+// `promise`, or a rejection as soon as `signal` aborts (the promise then goes on unheard).
+function orAbort(promise, signal) {
+  if (!signal) return promise;
+  if (signal.aborted) {
+    promise.catch(() => {});
+    return Promise.reject(signal.reason);
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }
 
 async function stop() {

@@ -1,6 +1,6 @@
 // The harness's handle on its worker processes: fork, signal (kill, pause, resume), block the event
 // loop of one, stop gracefully, and the last status each reported.
-import { fork } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./worker-process.mjs', import.meta.url));
@@ -28,16 +28,27 @@ export class ChaosWorker {
   #stderr = '';
   #waiters = [];
 
-  constructor(label, skewMs) {
+  /**
+   * `options.netns`: a network namespace to run the process in (`ip netns exec`, which replaces
+   * itself with node: the pid, the signals and the IPC channel are the worker's own).
+   */
+  constructor(label, skewMs, options = {}) {
     this.label = label;
     this.skewMs = skewMs;
-    this.#child = fork(WORKER_SCRIPT, [], {
+    const execArgv = skewMs === 0 ? [] : ['--import', SKEW_PRELOAD];
+    const spawnOptions = {
       // Its own process group: a Ctrl-C reaches the harness only, which then stops everything.
       detached: true,
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      execArgv: skewMs === 0 ? [] : ['--import', SKEW_PRELOAD],
       env: { ...process.env, CHAOS_CLOCK_SKEW_MS: String(skewMs) },
-    });
+    };
+    this.#child = options.netns
+      ? spawn(
+          'ip',
+          ['netns', 'exec', options.netns, process.execPath, ...execArgv, WORKER_SCRIPT],
+          spawnOptions,
+        )
+      : fork(WORKER_SCRIPT, [], { ...spawnOptions, execArgv });
     this.#child.stderr.on('data', (chunk) => {
       this.#stderr = (this.#stderr + chunk).slice(-STDERR_TAIL);
     });

@@ -1,0 +1,83 @@
+// Command-line flags of `npm run chaos:hosts`. Every number is bounded, so a typo cannot start a
+// run that never ends or a network that cannot be built.
+import { parseArgs } from 'node:util';
+
+/** Flag name -> [default, smallest, largest]. */
+export const HOSTS_FLAGS = {
+  hosts: [3, 2, 8],
+  // Jobs of the fault-free phase, and as many again in the faulted phase.
+  jobs: [100_000, 1000, 2_000_000],
+  // Jobs of the latency phase (library defaults, one host 50 ms further away), plus its long jobs.
+  'latency-jobs': [5000, 0, 200_000],
+  'long-jobs': [12, 0, 200],
+  'workers-per-host': [1, 1, 4],
+  concurrency: [16, 1, 200],
+  // Each phase's jobs are enqueued over this long: faster than the workers finish them, so that
+  // every phase runs from a backlog and measures capacity, not the producer's pace.
+  'produce-s': [40, 5, 3600],
+  'lease-ms': [3000, 500, 60_000],
+  'sweep-ms': [500, 100, 10_000],
+  // The faulted phase: host 1's link is cut this many times, each cut for --cut-ms (0: twice the
+  // lease plus a second), with --cut-gap-ms between cuts; between cuts it sees the delay, jitter
+  // and loss below.
+  cuts: [3, 1, 50],
+  'cut-ms': [0, 0, 120_000],
+  'cut-gap-ms': [8000, 1000, 120_000],
+  'faulty-rtt-ms': [20, 0, 2000],
+  'faulty-jitter-ms': [5, 0, 1000],
+  'faulty-loss-pct': [2, 0, 30],
+  // The latency phase: host 2's added round-trip time.
+  'latency-rtt-ms': [50, 0, 2000],
+  'max-attempts': [25, 1, 1000],
+  'drain-timeout-s': [300, 10, 3600],
+  'tolerance-ms': [250, 0, 10_000],
+  // Healthy hosts' completion rate in the faulted phase, as a percentage of the fault-free one.
+  'min-throughput-pct': [80, 1, 100],
+  seed: [1, 0, 2 ** 31 - 1],
+};
+
+export const HOSTS_USAGE = `Usage: npm run chaos:hosts -- [flags]     (needs root: network namespaces)
+  --json PATH                 also write the measures and the verdict as JSON
+${Object.entries(HOSTS_FLAGS)
+  .map(([name, [fallback, min, max]]) => `  --${name.padEnd(26)}default ${fallback} (${min}..${max})`)
+  .join('\n')}
+PostgreSQL runs in network namespace lhh-db, worker host i in lhh-h<i>, joined by its own veth pair
+(10.231.<i>.1 database side, 10.231.<i>.2 host side). Three phases: fault-free (--jobs), faulted
+(--jobs: host 1's link cut --cuts times for longer than its leases, with delay, jitter and loss
+between cuts), latency (--latency-jobs plus --long-jobs that renew, library default lease and
+renewal settings, host 2 --latency-rtt-ms further away). Exit code: 0 every invariant held, 1 one
+broke, 2 the harness failed (or not root, or nft/ip missing).`;
+
+/** Parses argv (without node and script); returns options, or { error } with a message. */
+export function parseHostsOptions(argv) {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        json: { type: 'string' },
+        help: { type: 'boolean', default: false },
+        ...Object.fromEntries(Object.keys(HOSTS_FLAGS).map((name) => [name, { type: 'string' }])),
+      },
+    });
+  } catch (err) {
+    return { error: err.message };
+  }
+  const { values } = parsed;
+  if (values.help) return { help: true };
+  const options = { json: values.json ?? null };
+  for (const [name, [fallback, min, max]] of Object.entries(HOSTS_FLAGS)) {
+    const text = values[name];
+    const value = text === undefined ? fallback : Number(text);
+    if (!Number.isInteger(value) || value < min || value > max)
+      return { error: `--${name} must be an integer from ${min} to ${max}` };
+    options[name.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = value;
+  }
+  if (options.cutMs === 0) options.cutMs = 2 * options.leaseMs + 1000;
+  if (options.cutMs <= options.leaseMs + options.sweepMs)
+    return {
+      error: '--cut-ms must be longer than --lease-ms plus --sweep-ms (a cut must outlast the leases)',
+    };
+  return options;
+}

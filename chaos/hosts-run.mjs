@@ -1,0 +1,339 @@
+// The many-hosts harness proper, started by chaos/hosts.mjs inside the database namespace (lhh-db)
+// once the network exists. It runs PostgreSQL here (listening on loopback, for the producer and
+// the checker, and on each host's database-side address), one relay per host, and the worker
+// processes inside their hosts' namespaces, in three phases of its own: fault-free, faulted (host
+// 1's link cut, with delay, jitter and loss between cuts) and latency (library defaults, host 2
+// further away). Then the chaos checker and this harness's own measures judge the whole run.
+import { writeFileSync } from 'node:fs';
+import pg from 'pg';
+import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/lib/environment.mjs';
+import { Leasehold } from '../dist/index.js';
+import { check } from './checker.mjs';
+import { formatHosts, hostInvariants, measureHosts } from './hosts-checks.mjs';
+import { startHost } from './link-faults.mjs';
+import { droppedPackets, hostNames, netemAvailable } from './netns.mjs';
+import { produce } from './producer.mjs';
+import { formatReport, invariants } from './report.mjs';
+import { seededRandom } from './rng.mjs';
+import { createChaosSchema } from './schema.mjs';
+import { startServer } from './server.mjs';
+import { ChaosWorker } from './workers.mjs';
+
+const options = JSON.parse(process.env.LHH_HOSTS_OPTIONS ?? '{}');
+const argvText = process.env.LHH_HOSTS_ARGV ?? '';
+const log = (message) => console.error(`[hosts ${new Date().toISOString().slice(11, 19)}] ${message}`);
+const BACKOFF = { baseMs: 100, maxMs: 2000 };
+const LONG_JOB_MS = 35_000; // longer than the default lease: such a run must renew to finish
+const FAULTY_HOST = 1;
+const LATENCY_HOST = 2;
+
+async function main() {
+  const startedAt = performance.now();
+  const addresses = Array.from({ length: options.hosts }, (_, i) => hostNames(i + 1).dbAddress);
+  const server = await startServer(
+    {
+      max_connections: '300',
+      listen_addresses: `'127.0.0.1,${addresses.join(',')}'`,
+      // TCP only: a socket file in /tmp could meet another server's on the same port number.
+      unix_socket_directories: "''",
+    },
+    { trustNetworks: ['10.231.0.0/16'] },
+  );
+  const hosts = [];
+  const everyWorker = [];
+  let admin = null;
+  let lh = null;
+  const stopAll = () => {
+    for (const w of everyWorker) w.forceKill();
+    for (const h of hosts) h.close();
+  };
+  for (const signal of ['SIGINT', 'SIGTERM']) {
+    process.once(signal, () => {
+      log(`${signal}: stopping`);
+      stopAll();
+      server.destroy().finally(() => process.exit(2));
+    });
+  }
+  try {
+    admin = new pg.Pool({ connectionString: server.connectionString, max: 3, idleTimeoutMillis: 0 });
+    admin.on('error', () => {});
+    lh = new Leasehold({ connectionString: server.connectionString, poolSize: 4, backoff: BACKOFF });
+    lh.pool.on('error', () => {});
+    await lh.migrate();
+    await createChaosSchema(admin);
+    const env = await describeEnvironment(admin);
+    console.log(
+      formatEnvironment(env, { embedded: true }).replace('started by the bench', 'started by the harness'),
+    );
+    console.log(`Command: npm run chaos:hosts${argvText ? ` -- ${argvText}` : ''}`);
+    for (let i = 1; i <= options.hosts; i++)
+      hosts.push(await startHost(i, server.port, options.seed * 31 + i));
+    const netem = netemAvailable(1);
+    console.log(
+      `Delay and jitter: ${netem ? 'tc netem works in this kernel, but ' : 'no netem qdisc in this kernel; '}the harness's relay adds them (chaos/relay.mjs); loss: nftables in each host's namespace.`,
+    );
+    const dbNow = async () => (await admin.query('SELECT clock_timestamp() AS now')).rows[0].now;
+    const rng = seededRandom(options.seed * 2);
+    const acked = [];
+    const cuts = [];
+    const workerFailures = [];
+    const producers = [];
+
+    const runPhase = async ({ name, letter, jobs, libraryDefaults, impairments, longJobs = 0, faults }) => {
+      log(`phase ${name}: ${jobs} jobs${longJobs ? ` + ${longJobs} long` : ''}`);
+      for (const h of hosts) await h.impair(impairments[h.index] ?? {});
+      const workers = [];
+      for (const h of hosts) {
+        for (let k = 1; k <= options.workersPerHost; k++) {
+          const w = new ChaosWorker(`h${h.index}${letter}w${k}`, 0, { netns: h.ns });
+          everyWorker.push(w);
+          workers.push({ host: h.index, worker: w });
+          await w.start({
+            connectionString: h.connectionString,
+            concurrency: options.concurrency,
+            leaseMs: options.leaseMs,
+            pollIntervalMs: 250,
+            recoveryIntervalMs: options.sweepMs,
+            maxAttempts: options.maxAttempts,
+            txnLoops: 2,
+            backoff: BACKOFF,
+            limited: null,
+            libraryDefaults,
+            honourSignal: true,
+          });
+        }
+      }
+      const phaseStart = await dbNow();
+      const t0 = performance.now();
+      let producing = true;
+      const progress = setInterval(() => void reportProgress(admin), 10_000);
+      const production = produce({
+        lh,
+        jobs,
+        durationMs: options.produceS * 1000,
+        rng,
+        maxAttempts: options.maxAttempts,
+        counterPct: 0,
+        flowPct: 0,
+        shouldStop: () => false,
+        log,
+      }).then((result) => {
+        producing = false;
+        acked.push(...result.acked);
+        return result;
+      });
+      if (longJobs > 0) {
+        const { ids } = await lh.enqueueMany(
+          'chaos',
+          Array.from({ length: longJobs }, () => ({
+            payload: { mode: 'plain', workMs: LONG_JOB_MS },
+            maxAttempts: options.maxAttempts,
+          })),
+        );
+        for (const id of ids) acked.push({ id, queue: 'chaos', mode: 'plain', delayMs: 0 });
+      }
+      if (faults) await faults({ workers, producing: () => producing });
+      const producer = await production;
+      producers.push(producer);
+      log(`phase ${name}: ${producer.acked.length} jobs acknowledged; draining`);
+      const drained = await drain(admin, options.drainTimeoutS * 1000);
+      clearInterval(progress);
+      if (!drained) log(`phase ${name}: drain timed out`);
+      await Promise.all(
+        workers.map(({ worker }) =>
+          worker.stop(30_000).catch((err) => workerFailures.push(`${worker.label}: ${err.message}`)),
+        ),
+      );
+      for (const { worker } of workers) if (worker.failure) workerFailures.push(worker.failure);
+      const dropped = Object.fromEntries(hosts.map((h) => [h.index, droppedPackets(h.index)]));
+      for (const h of hosts) await h.impair({});
+      const phaseEnd = await dbNow();
+      return {
+        name,
+        letter,
+        jobs: jobs + longJobs,
+        drained,
+        startedAt: phaseStart,
+        endedAt: phaseEnd,
+        seconds: (performance.now() - t0) / 1000,
+        longJobMs: LONG_JOB_MS,
+        impairments,
+        dropped,
+      };
+    };
+
+    const phases = [];
+    phases.push(await runPhase({ name: 'fault-free', letter: 'b', jobs: options.jobs, impairments: {} }));
+    const faultyImpairment = {
+      rttMs: options.faultyRttMs,
+      jitterMs: options.faultyJitterMs,
+      lossPct: options.faultyLossPct,
+    };
+    phases.push(
+      await runPhase({
+        name: 'faulted',
+        letter: 'f',
+        jobs: options.jobs,
+        impairments: { [FAULTY_HOST]: { ...faultyImpairment, cuts: options.cuts, cutMs: options.cutMs } },
+        faults: async ({ workers }) => {
+          const host = hosts[FAULTY_HOST - 1];
+          const labels = workers.filter((w) => w.host === FAULTY_HOST).map((w) => w.worker.label);
+          for (let n = 0; n < options.cuts; n++) {
+            await sleep(n === 0 ? 4000 : options.cutGapMs);
+            const injectedAt = await dbNow();
+            host.cut();
+            log(`cut host ${FAULTY_HOST}'s link for ${options.cutMs} ms (${n + 1}/${options.cuts})`);
+            await sleep(options.cutMs);
+            host.restore();
+            const healedAt = await dbNow();
+            cuts.push({
+              host: FAULTY_HOST,
+              phase: 'f',
+              injectedAt,
+              healedAt,
+              leaseMs: options.leaseMs,
+              labels,
+            });
+          }
+        },
+      }),
+    );
+    if (options.latencyJobs + options.longJobs > 0)
+      phases.push(
+        await runPhase({
+          name: 'latency',
+          letter: 'l',
+          jobs: Math.max(1, options.latencyJobs),
+          longJobs: options.longJobs,
+          libraryDefaults: true,
+          impairments: { [LATENCY_HOST]: { rttMs: options.latencyRttMs } },
+        }),
+      );
+
+    const records = cuts.flatMap((c) =>
+      c.labels.map((label) => ({
+        kind: 'partition',
+        target: label,
+        injectedAt: c.injectedAt,
+        healedAt: c.healedAt,
+        detail: { host: c.host, cutMs: options.cutMs },
+      })),
+    );
+    await saveRecords(admin, acked, records);
+    log('checking');
+    const facts = await check(admin, {
+      leaseMs: options.leaseMs,
+      recoveryIntervalMs: options.sweepMs,
+      toleranceMs: options.toleranceMs,
+    });
+    const producer = {
+      errors: {
+        total: producers.reduce((n, p) => n + p.errors.total, 0),
+        untyped: producers.reduce((n, p) => n + p.errors.untyped, 0),
+      },
+      slowestMs: Math.max(0, ...producers.map((p) => p.slowestMs)),
+    };
+    const run = { producer, nemesisErrors: [], workerFailures, requestedKinds: new Set(['partition']) };
+    const rules = invariants(facts, run);
+    const measures = await measureHosts(admin, { phases, cuts, latencyHost: LATENCY_HOST });
+    const healthyHosts = hosts.map((h) => h.index).filter((i) => i !== FAULTY_HOST);
+    rules.push(...hostInvariants(measures, { healthyHosts, minThroughputPct: options.minThroughputPct }));
+    const undrained = phases.filter((p) => !p.drained).map((p) => p.name);
+    rules.push({
+      name: 'phases that did not drain',
+      value: undrained.join(', ') || 0,
+      bound: 'none',
+      ok: undrained.length === 0,
+    });
+    console.log('');
+    console.log(formatReport(facts, rules, run));
+    console.log('');
+    console.log(formatHosts(measures, phases));
+    console.log(
+      `\nPackets dropped by nft on host ${FAULTY_HOST} in the faulted phase: ${phases[1].dropped[FAULTY_HOST]}.`,
+    );
+    console.log(
+      `\nFinished in ${Math.round((performance.now() - startedAt) / 1000)} s; load average at end (1/5/15 min): ${loadAverage()}`,
+    );
+    const ok = rules.every((r) => r.ok);
+    if (options.json) {
+      writeFileSync(
+        options.json,
+        JSON.stringify(
+          { ok, invariants: rules, facts, hosts: measures, phases, netem, producer, workerFailures },
+          null,
+          2,
+        ),
+      );
+    }
+    return ok ? 0 : 1;
+  } finally {
+    stopAll();
+    await lh?.close().catch(() => {});
+    await admin?.end().catch(() => {});
+    await server.destroy();
+  }
+}
+
+// Waits until no job is pending or running.
+async function drain(admin, timeoutMs) {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    const { rows } = await admin
+      .query(`SELECT count(*)::int AS n FROM leasehold.jobs WHERE status IN ('pending', 'running')`)
+      .catch(() => ({ rows: [{ n: -1 }] }));
+    if (rows[0].n === 0) return true;
+    await sleep(250);
+  }
+  return false;
+}
+
+async function reportProgress(admin) {
+  const { rows } = await admin
+    .query(
+      `SELECT (SELECT count(*) FROM leasehold.finished_jobs)::int AS done,
+              (SELECT count(*) FROM leasehold.jobs WHERE status = 'pending')::int AS pending,
+              (SELECT count(*) FROM leasehold.jobs WHERE status = 'running')::int AS running`,
+    )
+    .catch(() => ({ rows: [] }));
+  if (rows[0])
+    log(`progress: ${rows[0].done} succeeded, ${rows[0].pending} pending, ${rows[0].running} running`);
+}
+
+// The acknowledged jobs and the cuts, in the chaos checker's tables.
+async function saveRecords(admin, acked, records) {
+  for (let i = 0; i < acked.length; i += 10_000) {
+    const slice = acked.slice(i, i + 10_000);
+    await admin.query(
+      `INSERT INTO chaos.acked (job_id, queue, mode, delay_ms)
+       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])`,
+      [
+        slice.map((a) => a.id),
+        slice.map((a) => a.queue),
+        slice.map((a) => a.mode),
+        slice.map((a) => a.delayMs),
+      ],
+    );
+  }
+  let id = 0;
+  for (const r of records) {
+    await admin.query(
+      'INSERT INTO chaos.faults (id, kind, target, injected_at, healed_at, detail) VALUES ($1, $2, $3, $4, $5, $6)',
+      [++id, r.kind, r.target, r.injectedAt, r.healedAt, JSON.stringify(r.detail)],
+    );
+  }
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+main()
+  .then((code) => {
+    process.exitCode = code;
+  })
+  .catch((err) => {
+    console.error(`chaos:hosts failed: ${err?.stack ?? err}`);
+    process.exitCode = 2;
+  })
+  .finally(() => process.exit());

@@ -1,0 +1,91 @@
+// `npm run chaos:hosts`: workers on several hosts, each in its own network namespace, against a
+// PostgreSQL in another, through real network faults (link cuts, packet loss, delay and jitter).
+// This process stays in the machine's own namespace: it checks what the run needs, removes what a
+// crashed earlier run left, builds the network (chaos/netns.mjs), runs the harness itself
+// (chaos/hosts-run.mjs) inside the database namespace, and removes the network however that ends.
+// See docs/reliability.md, "Many hosts, real network faults".
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { HOSTS_USAGE, parseHostsOptions } from './hosts-options.mjs';
+import { createNetwork, DB_NS, hasCommand, removeNetwork } from './netns.mjs';
+
+const RUN_SCRIPT = fileURLToPath(new URL('./hosts-run.mjs', import.meta.url));
+
+function main() {
+  const options = parseHostsOptions(process.argv.slice(2));
+  if (options.help) {
+    console.log(HOSTS_USAGE);
+    return 0;
+  }
+  if (options.error) {
+    console.error(`chaos:hosts: ${options.error}\n\n${HOSTS_USAGE}`);
+    return 2;
+  }
+  if (process.getuid?.() !== 0) {
+    console.error(
+      'chaos:hosts: this harness needs root: it creates network namespaces, veth pairs and nft rules. Run it as root (e.g. sudo npm run chaos:hosts).',
+    );
+    return 2;
+  }
+  if (!hasCommand('ip', ['-V'])) {
+    console.error('chaos:hosts: the `ip` command is missing: apt-get install iproute2');
+    return 2;
+  }
+  if (!hasCommand('nft', ['--version'])) {
+    console.error(
+      'chaos:hosts: the `nft` command is missing (packet loss uses nftables): apt-get install nftables',
+    );
+    return 2;
+  }
+  const leftovers = removeNetwork();
+  if (leftovers.length > 0)
+    console.error(`chaos:hosts: removed leftovers of an earlier run: ${leftovers.join(', ')}`);
+  try {
+    createNetwork(options.hosts);
+  } catch (err) {
+    console.error(`chaos:hosts: could not build the network: ${err.message}`);
+    cleanUp();
+    return Promise.resolve(2);
+  }
+  return new Promise((resolve) => {
+    const child = spawn('ip', ['netns', 'exec', DB_NS, process.execPath, RUN_SCRIPT], {
+      stdio: 'inherit',
+      env: {
+        ...process.env,
+        LHH_HOSTS_OPTIONS: JSON.stringify(options),
+        LHH_HOSTS_ARGV: process.argv.slice(2).join(' '),
+      },
+    });
+    // A Ctrl-C reaches the child too (same process group): it stops its processes and exits 2;
+    // this process then removes the network. SIGTERM is passed on.
+    process.on('SIGINT', () => {});
+    process.on('SIGTERM', () => child.kill('SIGTERM'));
+    child.on('exit', (code, signal) => {
+      cleanUp();
+      resolve(code ?? (signal ? 2 : 2));
+    });
+    child.on('error', (err) => {
+      console.error(`chaos:hosts: could not start the harness: ${err.message}`);
+      cleanUp();
+      resolve(2);
+    });
+  });
+}
+
+function cleanUp() {
+  try {
+    removeNetwork();
+  } catch (err) {
+    console.error(`chaos:hosts: ${err.message}`);
+  }
+}
+
+Promise.resolve(main())
+  .then((code) => {
+    process.exitCode = code;
+  })
+  .catch((err) => {
+    console.error(`chaos:hosts failed: ${err?.stack ?? err}`);
+    cleanUp();
+    process.exitCode = 2;
+  });

@@ -1,0 +1,145 @@
+// The many-hosts harness's pure parts (chaos/hosts.mjs): its flags, its delaying relay, and the
+// network it builds and removes. The namespace test needs root (CI runs as root); it uses a prefix
+// of its own, so it never touches a harness run's network.
+import { spawnSync } from 'node:child_process';
+import { connect, createServer, type Socket } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+
+process.env.LHH_NETNS_PREFIX = 'lhhtst';
+const options = (await import('../../chaos/hosts-options.mjs' as string)) as {
+  parseHostsOptions(argv: string[]): Record<string, unknown>;
+};
+const relayModule = (await import('../../chaos/relay.mjs' as string)) as {
+  startRelay(o: Record<string, unknown>): Promise<{ port: number; close(): Promise<void> }>;
+};
+const netns = (await import('../../chaos/netns.mjs' as string)) as {
+  PREFIX: string;
+  createNetwork(hosts: number): void;
+  removeNetwork(): string[];
+  ourNamespaces(): string[];
+  setLink(i: number, up: boolean): void;
+  setLoss(i: number, pct: number): void;
+  run(file: string, args: string[]): string;
+};
+
+describe('chaos:hosts flags', () => {
+  it('takes the defaults, and bounds every number', () => {
+    const parsed = options.parseHostsOptions([]);
+    expect(parsed).toMatchObject({ hosts: 3, jobs: 100_000, leaseMs: 3000, cutMs: 7000, json: null });
+    expect(options.parseHostsOptions(['--hosts', '9']).error).toMatch(
+      /--hosts must be an integer from 2 to 8/,
+    );
+    expect(options.parseHostsOptions(['--jobs', '1.5']).error).toMatch(/--jobs/);
+    expect(options.parseHostsOptions(['--nope']).error).toMatch(/nope/);
+  });
+
+  it('refuses a cut that would not outlast the leases', () => {
+    expect(options.parseHostsOptions(['--cut-ms', '3000']).error).toMatch(/--cut-ms must be longer/);
+    expect(options.parseHostsOptions(['--cut-ms', '4000']).cutMs).toBe(4000);
+  });
+});
+
+describe('the delaying relay', () => {
+  // An echo server behind a relay adding `rttMs` (half each way) ± jitter.
+  async function echoBehindRelay(rttMs: number, jitterMs: number) {
+    const echo = createServer((socket) => socket.pipe(socket));
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    const address = echo.address();
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    const relay = await relayModule.startRelay({
+      targetHost: '127.0.0.1',
+      targetPort: address.port,
+      rttMs,
+      jitterMs,
+    });
+    const client: Socket = connect({ host: '127.0.0.1', port: relay.port });
+    client.setNoDelay(true);
+    await new Promise((resolve) => client.once('connect', resolve));
+    const close = async () => {
+      client.destroy();
+      await relay.close();
+      await new Promise((resolve) => echo.close(resolve));
+    };
+    return { client, close };
+  }
+
+  it('delays a round trip by about rttMs and never reorders what it carries, whatever the jitter', async () => {
+    const { client, close } = await echoBehindRelay(80, 30);
+    try {
+      let received = '';
+      client.on('data', (chunk) => {
+        received += chunk.toString();
+      });
+      const sentAt = performance.now();
+      const firstBack = new Promise<number>((resolve) =>
+        client.once('data', () => resolve(performance.now())),
+      );
+      const messages = Array.from({ length: 40 }, (_, i) => `<${i}>`);
+      for (const m of messages) {
+        client.write(m);
+        await new Promise((resolve) => setTimeout(resolve, 3));
+      }
+      const rtt = (await firstBack) - sentAt;
+      // 80 ms less two jitters of 30 ms at most (each direction draws its own).
+      expect(rtt).toBeGreaterThanOrEqual(20);
+      await expect.poll(() => received.length, { timeout: 5000 }).toBe(messages.join('').length);
+      expect(received).toBe(messages.join(''));
+    } finally {
+      await close();
+    }
+  });
+
+  it('adds nothing at 0 ms', async () => {
+    const { client, close } = await echoBehindRelay(0, 0);
+    try {
+      const sentAt = performance.now();
+      const back = new Promise<number>((resolve) => client.once('data', () => resolve(performance.now())));
+      client.write('x');
+      expect((await back) - sentAt).toBeLessThan(60);
+    } finally {
+      await close();
+    }
+  });
+
+  it('delays by the configured round trip', async () => {
+    const { client, close } = await echoBehindRelay(120, 0);
+    try {
+      const sentAt = performance.now();
+      const back = new Promise<number>((resolve) => client.once('data', () => resolve(performance.now())));
+      client.write('x');
+      expect((await back) - sentAt).toBeGreaterThanOrEqual(118);
+    } finally {
+      await close();
+    }
+  });
+});
+
+const isRoot =
+  process.getuid?.() === 0 && !spawnSync('ip', ['-V']).error && !spawnSync('nft', ['--version']).error;
+
+describe.runIf(isRoot)('the harness network (root)', () => {
+  afterAll(() => {
+    netns.removeNetwork();
+  });
+
+  it('builds namespaces joined by veth pairs, cuts a link, and removes everything it made', () => {
+    expect(netns.PREFIX).toBe('lhhtst');
+    netns.removeNetwork();
+    netns.createNetwork(2);
+    expect(netns.ourNamespaces().sort()).toEqual(['lhhtst-db', 'lhhtst-h1', 'lhhtst-h2']);
+    const addresses = netns.run('ip', ['-n', 'lhhtst-h2', '-4', 'addr', 'show', 'dev', 'lhhtst-v2']);
+    expect(addresses).toContain('10.231.2.2/24');
+    netns.setLoss(1, 5);
+    expect(
+      netns.run('ip', ['netns', 'exec', 'lhhtst-h1', 'nft', 'list', 'table', 'inet', 'lhh_loss']),
+    ).toMatch(/numgen random mod 100 < 5/);
+    netns.setLink(1, false);
+    expect(netns.run('ip', ['-n', 'lhhtst-h1', 'link', 'show', 'lhhtst-v1'])).toMatch(
+      /state DOWN|,DOWN|<BROADCAST,MULTICAST>/,
+    );
+    netns.setLink(1, true);
+    expect(netns.removeNetwork().sort()).toEqual(['lhhtst-db', 'lhhtst-h1', 'lhhtst-h2']);
+    expect(netns.ourNamespaces()).toEqual([]);
+    expect(netns.run('ip', ['netns', 'list'])).not.toMatch(/lhhtst-/);
+  });
+});
