@@ -1,25 +1,14 @@
-// The many-hosts harness's pure parts (chaos/hosts.mjs): its flags, its delaying relay, and the
-// network it builds and removes. The namespace test needs root (CI runs as root); it uses a prefix
-// of its own, so it never touches a harness run's network.
-import { spawnSync } from 'node:child_process';
+// The many-hosts harness's pure parts (chaos/hosts.mjs): its flags and its delaying relay. The
+// network it builds and removes (root, iproute2 and nftables) is tested in the system suite:
+// test/system/hosts-network.test.ts.
 import { connect, createServer, type Socket } from 'node:net';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-process.env.LHH_NETNS_PREFIX = 'lhhtst';
 const options = (await import('../../chaos/hosts-options.mjs' as string)) as {
   parseHostsOptions(argv: string[]): Record<string, unknown>;
 };
 const relayModule = (await import('../../chaos/relay.mjs' as string)) as {
   startRelay(o: Record<string, unknown>): Promise<{ port: number; close(): Promise<void> }>;
-};
-const netns = (await import('../../chaos/netns.mjs' as string)) as {
-  PREFIX: string;
-  createNetwork(hosts: number): void;
-  removeNetwork(): string[];
-  ourNamespaces(): string[];
-  setLink(i: number, up: boolean): void;
-  setLoss(i: number, pct: number): void;
-  run(file: string, args: string[]): string;
 };
 
 describe('chaos:hosts flags', () => {
@@ -111,35 +100,5 @@ describe('the delaying relay', () => {
     } finally {
       await close();
     }
-  });
-});
-
-const isRoot =
-  process.getuid?.() === 0 && !spawnSync('ip', ['-V']).error && !spawnSync('nft', ['--version']).error;
-
-describe.runIf(isRoot)('the harness network (root)', () => {
-  afterAll(() => {
-    netns.removeNetwork();
-  });
-
-  it('builds namespaces joined by veth pairs, cuts a link, and removes everything it made', () => {
-    expect(netns.PREFIX).toBe('lhhtst');
-    netns.removeNetwork();
-    netns.createNetwork(2);
-    expect(netns.ourNamespaces().sort()).toEqual(['lhhtst-db', 'lhhtst-h1', 'lhhtst-h2']);
-    const addresses = netns.run('ip', ['-n', 'lhhtst-h2', '-4', 'addr', 'show', 'dev', 'lhhtst-v2']);
-    expect(addresses).toContain('10.231.2.2/24');
-    netns.setLoss(1, 5);
-    expect(
-      netns.run('ip', ['netns', 'exec', 'lhhtst-h1', 'nft', 'list', 'table', 'inet', 'lhh_loss']),
-    ).toMatch(/numgen random mod 100 < 5/);
-    netns.setLink(1, false);
-    expect(netns.run('ip', ['-n', 'lhhtst-h1', 'link', 'show', 'lhhtst-v1'])).toMatch(
-      /state DOWN|,DOWN|<BROADCAST,MULTICAST>/,
-    );
-    netns.setLink(1, true);
-    expect(netns.removeNetwork().sort()).toEqual(['lhhtst-db', 'lhhtst-h1', 'lhhtst-h2']);
-    expect(netns.ourNamespaces()).toEqual([]);
-    expect(netns.run('ip', ['netns', 'list'])).not.toMatch(/lhhtst-/);
   });
 });
