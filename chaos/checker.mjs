@@ -10,7 +10,7 @@
 
 // Faults that can legitimately make a lease lapse, and for whom. A short pause, a pinned
 // transaction and a skewed clock must not: an expiry they alone explain is a false expiry.
-const EXPIRY_FAULTS = ['kill', 'pause', 'block', 'terminate', 'restart', 'exhaustion', 'sweeps'];
+const EXPIRY_FAULTS = ['kill', 'pause', 'block', 'terminate', 'restart', 'exhaustion', 'sweeps', 'failover'];
 
 /** Reads every measure; `settings` carries leaseMs, recoveryIntervalMs, toleranceMs. */
 export async function check(db, settings) {
