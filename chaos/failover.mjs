@@ -61,7 +61,8 @@ async function main() {
         wal_level: 'replica',
         wal_keep_size: "'2GB'", // the standby connects after the copy: keep its WAL till then
         synchronous_commit: 'on',
-        synchronous_standby_names: options.mode === 'sync' ? `'${STANDBY_NAME}'` : "''",
+        // Named once the standby streams (below): until then every commit would wait for it.
+        synchronous_standby_names: "''",
       },
       { tempPrefix: 'leasehold-primary-pg-' },
     );
@@ -73,12 +74,22 @@ async function main() {
     await createChaosSchema(primaryAdmin); // counters and txn_effects commit with the jobs, here
     await primaryAdmin.end();
     pools.splice(pools.indexOf(primaryAdmin), 1);
-    const standby = await startStandby(primary, { name: STANDBY_NAME });
+    // The copy carries the primary's synchronous_standby_names, as an operator's copy does.
+    const syncNames = options.mode === 'sync' ? `'${STANDBY_NAME}'` : "''";
+    const standby = await startStandby(primary, {
+      name: STANDBY_NAME,
+      settings: { synchronous_standby_names: syncNames },
+    });
     servers.push(standby);
     const ledger = pool(ledgerServer.connectionString);
     await createChaosSchema(ledger);
     const oldAdmin = pool(primary.connectionString);
-    const replication = await waitStreaming(oldAdmin);
+    let replication = await waitStreaming(oldAdmin);
+    if (options.mode === 'sync') {
+      await oldAdmin.query(`ALTER SYSTEM SET synchronous_standby_names = '${STANDBY_NAME}'`);
+      await oldAdmin.query('SELECT pg_reload_conf()');
+      replication = await waitStreaming(oldAdmin, 'sync');
+    }
     log(`standby ${replication.application_name} ${replication.state}, sync_state ${replication.sync_state}`);
     console.log(
       formatEnvironment(await describeEnvironment(oldAdmin), { embedded: true }).replace(
@@ -245,11 +256,12 @@ async function main() {
   }
 }
 
-// Waits until the primary lists the standby as streaming.
-async function waitStreaming(admin) {
+// Waits until the primary lists the standby as streaming (and, given, in that sync_state).
+async function waitStreaming(admin, syncState = null) {
   for (let i = 0; i < 600; i++) {
     const { rows } = await admin.query('SELECT application_name, state, sync_state FROM pg_stat_replication');
-    if (rows[0]?.state === 'streaming') return rows[0];
+    if (rows[0]?.state === 'streaming' && (syncState === null || rows[0].sync_state === syncState))
+      return rows[0];
     await sleep(100);
   }
   throw new Error('the standby never started streaming');
