@@ -25,6 +25,7 @@ export const OWN_SERVER_FILES = [
   'test/interfaces/embedded-binaries.test.ts', // copies the binaries; starts no server
   'test/hostile/hostile-sql-log.test.ts', // its own server, logging every statement
   'test/runtime/restart.test.ts', // its own server, stopped and started again
+  'test/runtime/failover-standby.test.ts', // its own primary and streaming standby, the primary killed
   // Three tsc runs over the README's quick start, which need no server (the pack check repeats the
   // first from the packed package), and a run of it whose calls the rest of the suite makes there.
   'test/interfaces/readme-quick-start.test.ts',

@@ -10,8 +10,19 @@
 
 // Faults that can legitimately make a lease lapse, and for whom. A short pause, a pinned
 // transaction and a skewed clock must not: an expiry they alone explain is a false expiry.
-// 'partition' is the many-hosts harness's link cut (chaos/hosts.mjs).
-const EXPIRY_FAULTS = ['kill', 'pause', 'block', 'terminate', 'restart', 'exhaustion', 'sweeps', 'partition'];
+// 'partition' is the many-hosts harness's link cut (chaos/hosts.mjs), 'failover' the failover
+// rig's killed primary (chaos/failover.mjs).
+const EXPIRY_FAULTS = [
+  'kill',
+  'pause',
+  'block',
+  'terminate',
+  'restart',
+  'exhaustion',
+  'sweeps',
+  'partition',
+  'failover',
+];
 
 /** Reads every measure; `settings` carries leaseMs, recoveryIntervalMs, toleranceMs. */
 export async function check(db, settings) {

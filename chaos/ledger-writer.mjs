@@ -46,13 +46,13 @@ export class LedgerWriter {
   }
 
   /** Calls the fake downstream: logs the call and applies its effect once per key. */
-  async callDownstream(key, jobId, token, owner, kind) {
+  async callDownstream(key, jobId, token, owner, kind, claimId = null) {
     await this.#pool.query(
       `WITH call AS (
-         INSERT INTO chaos.downstream_calls (key, job_id, token, owner, kind) VALUES ($1, $2, $3, $4, $5) RETURNING key
+         INSERT INTO chaos.downstream_calls (key, job_id, token, owner, kind, claim_id) VALUES ($1, $2, $3, $4, $5, $6) RETURNING key
        )
        INSERT INTO chaos.downstream_applied (key, job_id) SELECT key, $2 FROM call ON CONFLICT (key) DO NOTHING`,
-      [key, jobId, token, owner, kind],
+      [key, jobId, token, owner, kind, claimId],
     );
   }
 

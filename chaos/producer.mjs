@@ -33,7 +33,7 @@ export async function produce({
   counterPct = 0,
   flowPct = 0,
 }) {
-  const acked = []; // { id, queue, mode, delayMs }
+  const acked = []; // { id, queue, mode, delayMs, ackedAt }
   const errors = { total: 0, untyped: 0, samples: [] };
   let slowestMs = 0;
   let made = 0;
@@ -57,8 +57,9 @@ export async function produce({
       try {
         const ids = await enqueueFlowJobs(lh, flow, maxAttempts);
         pendingFlows.shift();
+        const ackedAt = Date.now();
         for (const [i, id] of ids.entries())
-          acked.push({ id, queue: flow[i].queue, mode: 'plain', delayMs: 0 });
+          acked.push({ id, queue: flow[i].queue, mode: 'plain', delayMs: 0, ackedAt });
       } catch (err) {
         errors.total++;
         if (!isLeaseholdError(err)) errors.untyped++;
@@ -75,9 +76,10 @@ export async function produce({
     const callStarted = performance.now();
     try {
       const ids = await enqueueBatch(lh, batch, maxAttempts);
+      const ackedAt = Date.now(); // when the answer arrived (the failover rig splits by it)
       ids.forEach((id, i) => {
         const job = batch[i];
-        acked.push({ id, queue: job.queue, mode: job.payload.mode, delayMs: job.delayMs });
+        acked.push({ id, queue: job.queue, mode: job.payload.mode, delayMs: job.delayMs, ackedAt });
       });
     } catch (err) {
       errors.total++;

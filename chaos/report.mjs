@@ -15,7 +15,7 @@ export function invariants(facts, run) {
       f.detail.enqueue?.result === 'hung' ||
       (f.detail.enqueue?.result === 'rejected' && !f.detail.enqueue.typed),
   );
-  const reconnects = facts.faults.filter((f) => f.kind === 'terminate' || f.kind === 'restart');
+  const reconnects = facts.faults.filter((f) => ['terminate', 'restart', 'failover'].includes(f.kind));
   const notReconnected = reconnects.filter((f) => f.detail.listenersReconnectedMs === null);
   const missing = [...run.requestedKinds].filter((kind) => !facts.faults.some((f) => f.kind === kind));
   const tol = settings.toleranceMs;
@@ -252,6 +252,8 @@ function describeDetail(f) {
         .join(', ')}; listeners back in ${ms(d.listenersReconnectedMs)}`;
     case 'restart':
       return `down ${d.downMs} ms; listeners back in ${ms(d.listenersReconnectedMs)}`;
+    case 'failover':
+      return `primary SIGKILLed (${d.processesKilled} processes), standby promoted ${ms(d.killToPromotedMs)} after; listeners back in ${ms(d.listenersReconnectedMs)}`;
     case 'pin':
       return `held ${ms(d.holdMs)}; health check flagged it: ${d.healthCheckFlagged ? 'yes' : 'no'}`;
     case 'sweeps':

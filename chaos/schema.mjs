@@ -6,6 +6,9 @@
 // the database's clock_timestamp() at insert, never a worker's clock (one worker's clock is skewed
 // on purpose). Its writes go through a pool of their own, so faults aimed at Leasehold's connections
 // do not hit the instrument; PostgreSQL outages do, and the writers retry (see ledger-writer.mjs).
+// The failover rig (failover.mjs) is the exception: its primary is replaced, so the ledger lives on a
+// third server and is copied to the new primary before the checker runs. `claim_id` (the lease's
+// random claim id) is what tells the old primary's lost claims from the new primary's reissues.
 
 /** Creates the harness tables (the server is fresh: nothing to migrate). */
 export async function createChaosSchema(db) {
@@ -14,24 +17,25 @@ export async function createChaosSchema(db) {
     -- One row per handler run, written before the handler does anything else.
     CREATE TABLE chaos.runs (
       seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL, queue text NOT NULL,
-      attempt int NOT NULL, max_attempts int NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp()
+      attempt int NOT NULL, max_attempts int NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+      claim_id text
     );
     -- How a run ended: its duration on the worker's monotonic clock (so the end is started_at +
     -- duration, whenever this row got written) and what the handler did.
     CREATE TABLE chaos.run_ends (
       seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL,
       duration_ms double precision NOT NULL, outcome text NOT NULL,
-      written_at timestamptz NOT NULL DEFAULT clock_timestamp()
+      written_at timestamptz NOT NULL DEFAULT clock_timestamp(), claim_id text
     );
     -- Outcome answers as the worker (or the manual claimer) received them from Leasehold.
     CREATE TABLE chaos.acks (
       seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL, result text NOT NULL,
-      written_at timestamptz NOT NULL DEFAULT clock_timestamp()
+      written_at timestamptz NOT NULL DEFAULT clock_timestamp(), claim_id text
     );
     -- The fake downstream: every call is logged; the effect is applied once per idempotency key.
     CREATE TABLE chaos.downstream_calls (
       key text NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL, kind text NOT NULL,
-      at timestamptz NOT NULL DEFAULT clock_timestamp()
+      at timestamptz NOT NULL DEFAULT clock_timestamp(), claim_id text
     );
     CREATE TABLE chaos.downstream_applied (key text PRIMARY KEY, job_id bigint NOT NULL);
     -- Written inside the completion transaction of the manual claimers (lh.complete(lease, { client })).
@@ -72,9 +76,9 @@ export async function createChaosSchema(db) {
  * at commit) is then not recorded twice, while two genuine records of one fact still would be.
  */
 export const LEDGER_TABLES = {
-  runs: ['seq', 'job_id', 'token', 'owner', 'queue', 'attempt', 'max_attempts'],
-  run_ends: ['seq', 'job_id', 'token', 'owner', 'duration_ms', 'outcome'],
-  acks: ['seq', 'job_id', 'token', 'owner', 'result'],
+  runs: ['seq', 'job_id', 'token', 'owner', 'queue', 'attempt', 'max_attempts', 'claim_id'],
+  run_ends: ['seq', 'job_id', 'token', 'owner', 'duration_ms', 'outcome', 'claim_id'],
+  acks: ['seq', 'job_id', 'token', 'owner', 'result', 'claim_id'],
   limited_runs: ['seq', 'job_id', 'token', 'owner'],
   limited_ends: ['seq', 'job_id', 'token', 'owner'],
 };

@@ -28,11 +28,23 @@ export interface Server {
   readonly running: boolean;
   /** Starts it and waits until it accepts connections. */
   start(): Promise<void>;
+  /** Stops it cleanly (a shutdown checkpoint). */
+  stop(): Promise<void>;
   /** Stops it as a power cut would: no checkpoint, every backend killed. */
   crash(): Promise<void>;
+  /** SIGKILL to the postmaster and every one of its processes; resolves with how many once all are gone. */
+  kill(): Promise<number>;
+  /** `pg_ctl promote` (a standby leaves recovery); resolves once it takes writes. */
+  promote(): Promise<void>;
   /** Stops it (`fast` by default, or `immediate`) and removes its folder; safe to call twice. */
   destroy(mode?: 'fast' | 'immediate'): Promise<void>;
 }
 
 /** Starts a fresh server with `settings` (name -> value, as in postgresql.conf). */
 export function startServer(settings?: Record<string, string>, options?: ServerOptions): Promise<Server>;
+
+/** Makes a streaming standby of `primary` by a cold copy of its data folder, and starts it. */
+export function startStandby(
+  primary: Server,
+  options?: { name?: string; settings?: Record<string, string> },
+): Promise<Server>;

@@ -36,14 +36,23 @@ async function start(config) {
   const owner = `${config.label}-${process.pid}`;
   // Leasehold runs on a pool of ours, named after this process, so that the nemesis can terminate
   // exactly this worker's connections (the listener opens its own, as `leasehold-listener`).
-  const pool = new pg.Pool({
-    connectionString: config.connectionString,
-    max: 6,
-    application_name: config.label,
-  });
+  // With a host list (the failover rig), Leasehold builds the pool itself: only its pool follows
+  // the list to the new primary (its connections are then named 'leasehold', not by label).
+  let pool;
+  let lh;
+  if (config.hostList) {
+    lh = new Leasehold({ connectionString: config.connectionString, poolSize: 6, backoff: config.backoff });
+    pool = lh.pool;
+  } else {
+    pool = new pg.Pool({ connectionString: config.connectionString, max: 6, application_name: config.label });
+    lh = new Leasehold({ pool, backoff: config.backoff });
+  }
   pool.on('error', () => {}); // a restart or a terminated backend drops idle clients
-  const lh = new Leasehold({ pool, backoff: config.backoff });
-  const ledger = new LedgerWriter(config.connectionString, `${config.label}-ledger`);
+  // The ledger may live on a server of its own (the failover rig: it must outlive the primary).
+  const ledger = new LedgerWriter(
+    config.ledgerConnectionString ?? config.connectionString,
+    `${config.label}-ledger`,
+  );
   state = {
     ...{ config, owner, pool, lh, ledger, worker: null, blockNextMs: 0, stopping: false },
     // Handlers running now; those of long jobs (100 ms or more); manual claimers inside a job.
@@ -69,7 +78,9 @@ async function start(config) {
     shutdownTimeoutMs: 5000,
   });
   worker.on('error', () => {}); // retried by the worker itself; the checker judges by the database
-  worker.on('outcome', (job, result) => ledger.append('acks', [job.id, job.token, owner, result]));
+  worker.on('outcome', (job, result) =>
+    ledger.append('acks', [job.id, job.token, owner, result, claimIdOf(job)]),
+  );
   state.worker = worker;
   await worker.start();
   if (config.limited) await startLimited(config, pool, owner, ledger);
@@ -126,17 +137,32 @@ function sendStatus() {
 async function recordStart(job, owner, queue) {
   const { ledger } = state;
   try {
-    await ledger.write('runs', [job.jobId, job.token, owner, queue, job.attempt, job.maxAttempts]);
+    await ledger.write('runs', [
+      job.jobId,
+      job.token,
+      owner,
+      queue,
+      job.attempt,
+      job.maxAttempts,
+      job.claimId,
+    ]);
     return true;
   } catch {
-    ledger.append('run_ends', [job.jobId, job.token, owner, 0, 'start-unconfirmed']);
+    ledger.append('run_ends', [job.jobId, job.token, owner, 0, 'start-unconfirmed', job.claimId]);
     return false;
   }
 }
 
 async function runHandler(job) {
   const { ledger, owner } = state;
-  const ref = { jobId: job.id, token: job.token, attempt: job.attempt, maxAttempts: job.maxAttempts };
+  const claimId = claimIdOf(job);
+  const ref = {
+    jobId: job.id,
+    token: job.token,
+    attempt: job.attempt,
+    maxAttempts: job.maxAttempts,
+    claimId,
+  };
   // Timed from before the start record: started_at + duration then ends no earlier than the run.
   const started = performance.now();
   const signal = state.config.honourSignal ? job.signal : null;
@@ -180,7 +206,7 @@ async function runHandler(job) {
       await orAbort(
         job.effect('downstream', {
           perform: async (key) => {
-            await ledger.callDownstream(key, job.id, job.token, owner, 'effect');
+            await ledger.callDownstream(key, job.id, job.token, owner, 'effect', claimId);
             return { applied: true };
           },
           reconcile: async (key) =>
@@ -191,7 +217,10 @@ async function runHandler(job) {
         signal,
       );
     } else {
-      await orAbort(ledger.callDownstream(job.idempotencyKey, job.id, job.token, owner, 'plain'), signal);
+      await orAbort(
+        ledger.callDownstream(job.idempotencyKey, job.id, job.token, owner, 'plain', claimId),
+        signal,
+      );
     }
   } catch (err) {
     outcome = outcome === 'blocked' ? 'blocked-threw' : 'threw';
@@ -201,7 +230,7 @@ async function runHandler(job) {
   } finally {
     state.handling--;
     if (long) state.handlingLong--;
-    ledger.append('run_ends', [job.id, job.token, owner, performance.now() - started, outcome]);
+    ledger.append('run_ends', [job.id, job.token, owner, performance.now() - started, outcome, claimId]);
   }
 }
 
@@ -269,7 +298,13 @@ async function runTxnJob(lease) {
       await client.query('COMMIT');
       if (accepted) txnStats.completed++;
       else txnStats.refused++;
-      ledger.append('acks', [lease.jobId, lease.token, txnOwner, accepted ? 'completed' : 'lost']);
+      ledger.append('acks', [
+        lease.jobId,
+        lease.token,
+        txnOwner,
+        accepted ? 'completed' : 'lost',
+        lease.claimId,
+      ]);
     } catch (err) {
       broken = err;
       txnStats.errors++;
@@ -284,7 +319,14 @@ async function runTxnJob(lease) {
   } finally {
     state.handling--;
     state.txnHandling--;
-    ledger.append('run_ends', [lease.jobId, lease.token, txnOwner, performance.now() - started, outcome]);
+    ledger.append('run_ends', [
+      lease.jobId,
+      lease.token,
+      txnOwner,
+      performance.now() - started,
+      outcome,
+      lease.claimId,
+    ]);
   }
 }
 
@@ -364,6 +406,13 @@ async function stop() {
   const counters = { ...state.worker.counters };
   await Promise.all([state.ledger.close(), state.pool.end()]);
   process.send?.({ type: 'stopped', counters, txn: state.txnStats }, () => process.exit(0));
+}
+
+// The claim id of a worker's job: not part of the handler's JobContext, but of the lease the job
+// object carries. The ledger keeps it so that a failover's checker can tell two claims with one
+// token number apart (the old primary's lost claim, the new primary's reissue).
+function claimIdOf(job) {
+  return job.lease?.claimId ?? null;
 }
 
 function fail(err) {
