@@ -164,7 +164,12 @@ describe('dashboard in a real browser (chromium)', () => {
     await expect
       .poll(async () => Number(await page.locator('body').getAttribute('data-ready')), { timeout: 10_000 })
       .toBeGreaterThan(renders);
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe('reason');
+    const focused = await page.evaluate(
+      () =>
+        (globalThis as unknown as { document: { activeElement: { id: string } | null } }).document
+          .activeElement?.id,
+    );
+    expect(focused).toBe('reason');
     await page.keyboard.type(' by support');
     expect(await page.locator('#reason').inputValue()).toBe('mailbox emptied by support');
     await page.locator('button.replay').click();
