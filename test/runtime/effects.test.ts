@@ -142,7 +142,10 @@ describe('effects ledger', () => {
     expect(api.calls).toHaveLength(1);
     const job = await lh.getJob(id, { history: true });
     expect(job).toMatchObject({ lastErrorCode: 'UNCERTAIN_EFFECT', attemptCount: 2 });
-    expect(job!.history.at(-1)).toMatchObject({ kind: 'dead', errorCode: 'UNCERTAIN_EFFECT' });
+    // The crashed first holder's renewal is refused, and recorded, whenever it comes: on a loaded
+    // machine after the job went dead. The last transition is the dead one.
+    const transitions = job!.history.filter((event) => event.kind !== 'refused');
+    expect(transitions.at(-1)).toMatchObject({ kind: 'dead', errorCode: 'UNCERTAIN_EFFECT' });
     expect(job!.lastErrorMessage).toContain('charge-card');
     // An operator who checked the downstream can replay it and have the effect performed again.
     await lh.replay([id], {
