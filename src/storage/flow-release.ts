@@ -7,6 +7,14 @@
  */
 
 /**
+ * Why the children's lookup is gated on an edge existing: an uncorrelated EXISTS is evaluated once,
+ * before the lookup, and a batch with no flow parent (every plain batch) then never starts the
+ * lookup. Without it, the empty id list still started an index scan of every part of jobs, which in
+ * a layout split by queue (docs/scaling.md) is every queue's part.
+ */
+const NO_EDGES_NO_PROBE = 'no flow edge: the lookup never starts';
+
+/**
  * Releases the children of the finished jobs in `source` (a CTE with `id` and `has_children`, holding
  * only rows whose transition was accepted: the fenced `changed` of a completion): every unresolved
  * edge out of them is marked resolved, and each child's `waiting_parents` drops by the number of its
@@ -25,6 +33,7 @@ export function flowReleaseCte(s: string, source: string): string {
   flow_locked AS (
     SELECT c.id FROM ${s}.jobs AS c
     WHERE c.id = ANY (ARRAY(SELECT child_id FROM flow_edges))
+      AND EXISTS (SELECT FROM flow_edges) -- ${NO_EDGES_NO_PROBE}
     ORDER BY c.id
     FOR UPDATE OF c
   ),
@@ -86,6 +95,7 @@ export function flowParentDeadCtes(s: string, source: string, condition = 'true'
   flow_locked AS (
     SELECT c.id FROM ${s}.jobs AS c
     WHERE c.id = ANY (ARRAY(SELECT child_id FROM flow_run_edges UNION SELECT id FROM flow_doomed))
+      AND EXISTS (SELECT FROM flow_dead_edges) -- ${NO_EDGES_NO_PROBE}
     ORDER BY c.id
     FOR UPDATE OF c
   ),

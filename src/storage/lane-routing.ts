@@ -31,12 +31,15 @@ export function perLaneCtes(name: string, routed: boolean, build: (lane: number 
 
 /**
  * The condition of a write on `jobs AS j` to the rows whose ids the CTE `source` holds: those in
- * `lane` (when routed), or all of them.
+ * `lane` (when routed), or all of them. `queue` (a scalar parameter, `$1`) restricts the write to
+ * the statement's one queue, so that a layout split by queue is written in that queue's part only
+ * (an id list is no key to it: see docs/scaling.md).
  */
-export function idsFrom(source: string, lane: number | null): string {
+export function idsFrom(source: string, lane: number | null, queue?: string): string {
+  const inQueue = queue === undefined ? '' : `j.queue_name = ${queue}::text AND `;
   return lane === null
-    ? `j.id = ANY (ARRAY(SELECT id FROM ${source}))`
-    : `j.lane = ${lane} AND j.id = ANY (ARRAY(SELECT id FROM ${source} WHERE lane = ${lane}))`;
+    ? `${inQueue}j.id = ANY (ARRAY(SELECT id FROM ${source}))`
+    : `${inQueue}j.lane = ${lane} AND j.id = ANY (ARRAY(SELECT id FROM ${source} WHERE lane = ${lane}))`;
 }
 
 /** How long a schema without lanes is written to by the unrouted statements before a retry. */
