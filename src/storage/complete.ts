@@ -71,7 +71,7 @@ const completeStatement = (withResults: boolean, routed: boolean) => (s: string)
   ),
   ${orderingAdvanceCte(s, 'changed', queueParam(withResults))},
   ${keySlotsReleaseCte(s, 'changed')},
-  ${flowReleaseCte(s, 'changed')},
+  ${flowReleaseCte(s, 'changed', routed)},
   ${refusalCountingCte(s, 'complete')},
   ${finishNoticesCte('changed', 'notify_on_finish', withResults ? '$8' : '$7')}
   SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken,
@@ -85,7 +85,7 @@ export const JobCompleteManyWithResults = defineStatement(
   'complete_jobs_with_results',
   completeStatement(true, true),
 );
-/** The completions through the parent by id, for a schema without lanes yet (runLaneRouted). */
+/** The completions through the parent by id, for a schema without lanes (018) or edge queues (019) yet (runLaneRouted). */
 const JobCompleteManyUnrouted = defineStatement('complete_jobs_unrouted', completeStatement(false, false));
 const JobCompleteManyWithResultsUnrouted = defineStatement(
   'complete_jobs_with_results_unrouted',

@@ -57,6 +57,9 @@ const withoutLanesUntil = new Map<string, number>();
  * nothing is tried twice there: the routed statement runs unless the schema was found without
  * lanes (a worker's claims, which run on its pool, find that out before any of its handlers runs).
  * A role client runs both through the schema's functions, which exist only once 018 has run.
+ * The completions' routed statements also read 019's `job_dependencies.child_queue` (the flow
+ * release, flow-release.ts): on a schema at 018 they fail the same way, and their unrouted
+ * variants, which look flow children up by id, serve until 019 has run.
  */
 export async function runLaneRouted<R extends pg.QueryResultRow>(
   db: Queryable,
