@@ -22,10 +22,6 @@ const check = (await import('../../scripts/queue-pruning/check.mjs' as string)) 
   }): Promise<{ ok: boolean; rows: PruningRow[] }>;
 };
 
-// The operations known to fan out, and why, are listed in docs/scaling.md ("Not yet single-shard");
-// a statement joining them fails this test until the docs say so.
-const KNOWN_FAN_OUT = ['flow release', 'replay (queue filter)'];
-
 describe('queue pruning', () => {
   it('every hot statement touches one queue, and a statement that looks jobs up by id alone is caught', async () => {
     // PREPARE and EXPLAIN of a prepared statement need one session: the server itself, not the pooler.
@@ -43,14 +39,43 @@ describe('queue pruning', () => {
     });
     const byOperation = (name: string) => result.rows.filter((row) => row.operation === name);
 
-    for (const name of ['enqueue', 'enqueueMany', 'claim', 'heartbeat', 'complete', 'fail', 'fail (dead)']) {
+    for (const name of [
+      'enqueue',
+      'enqueueMany',
+      'claim',
+      'heartbeat',
+      'complete',
+      'fail',
+      'fail (dead)',
+      'flow release',
+      'replay (queue filter)',
+      'replay (listed, queue known)',
+    ]) {
       const rows = byOperation(name);
-      expect(rows.map((row) => row.mode).sort(), name).toEqual(['custom', 'generic']);
+      expect(rows.length, name).toBeGreaterThan(0);
+      // Each statement the operation sends (a replay: the count, then the batches), in both plans.
+      for (const statement of new Set(rows.map((row) => row.statement))) {
+        const modes = rows.filter((row) => row.statement === statement).map((row) => row.mode);
+        expect(modes.sort(), `${name} ${statement}`).toEqual(['custom', 'generic']);
+      }
       for (const row of rows) {
         expect(row.queues, `${name} ${row.mode}`).toEqual(['alpha']);
         expect(row.ok).toBe(true);
       }
     }
+    // A replay with a queue runs its queue's own statements, which name it without an OR.
+    expect(new Set(byOperation('replay (queue filter)').map((row) => row.statement))).toEqual(
+      new Set(['count_dead_in_queue', 'replay_batch_in_queue']),
+    );
+    // A flow whose children are in alpha and beta: its release reaches those two queues (each
+    // child in its own, migration 019), never gamma.
+    const spanning = byOperation('flow release (children in two queues)');
+    expect(spanning.map((row) => row.mode).sort()).toEqual(['custom', 'generic']);
+    for (const row of spanning) {
+      expect(row.queues, row.mode).toEqual(['alpha', 'beta']);
+      expect(row.ok).toBe(true);
+    }
+
     // The sweep spans queues by design: each shard's server sweeps its own, and touches only those.
     const sweeps = byOperation('recovery sweep');
     expect(sweeps).toHaveLength(4);
@@ -71,8 +96,7 @@ describe('queue pruning', () => {
       (row) => !row.ok && !row.known && row.operation !== 'lookup by id alone',
     );
     expect(unexpected).toEqual([]);
-    expect([...new Set(result.rows.filter((row) => row.known).map((row) => row.operation))].sort()).toEqual(
-      KNOWN_FAN_OUT,
-    );
+    // No operation is excused: every fan-out fails the check.
+    expect(result.rows.filter((row) => row.known)).toEqual([]);
   }, 60_000);
 });
