@@ -63,16 +63,16 @@ const completeStatement = (withResults: boolean, routed: boolean) => (s: string)
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
                                     lease_token, lease_claim_id, created_at, claimed_at, finished_at,
                                     lease_extensions${withResults ? ', result' : ''})
-    SELECT c.id, c.queue_name, c.priority, c.attempt_count, c.max_attempts, c.lease_owner,
+    SELECT c.id, ${queueParam(withResults)}::text, c.priority, c.attempt_count, c.max_attempts, c.lease_owner,
            c.lease_token, c.lease_claim_id, c.created_at, c.claimed_at, now(), c.lease_extensions${
              withResults ? ', f.result::jsonb' : ''
            }
     FROM changed AS c${withResults ? ' JOIN fenced AS f ON f.id = c.id' : ''}
   ),
   ${orderingAdvanceCte(s, 'changed', queueParam(withResults))},
-  ${keySlotsReleaseCte(s, 'changed')},
+  ${keySlotsReleaseCte(s, 'changed', queueParam(withResults))},
   ${flowReleaseCte(s, 'changed', routed)},
-  ${refusalCountingCte(s, 'complete')},
+  ${refusalCountingCte(s, 'complete', queueParam(withResults))},
   ${finishNoticesCte('changed', 'notify_on_finish', withResults ? '$8' : '$7')}
   SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken,
          ${finishNoticesSent()} AS announced, ${flowWakeups('$6')} AS flow_woken

@@ -76,7 +76,7 @@ export const JobFailMany = defineStatement(
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
                                  lease_claim_id, claimed_at, lease_extensions, error_code, error_class,
                                  message, delay_ms, detail)
-    SELECT id, queue_name, CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END, status::text,
+    SELECT id, $17::text, CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END, status::text,
            attempt_count, owner, token, claim_id, claimed_at, lease_extensions, error_code, error_class,
            error_message, delay_ms,
            -- The budget that applied (max_attempts, or less for unclassified errors), so "dead at
@@ -84,9 +84,9 @@ export const JobFailMany = defineStatement(
            jsonb_build_object('attemptBudget', attempt_budget, 'permanent', NOT retryable)
     FROM changed
   ),
-  ${keySlotsReleaseCte(s, 'changed')},
+  ${keySlotsReleaseCte(s, 'changed', '$17')},
   ${flowParentDeadCtes(s, 'changed', "status = 'dead'")},
-  ${refusalCountingCte(s, 'fail')},
+  ${refusalCountingCte(s, 'fail', '$17')},
   ${finishNoticesCte('changed', "notify_on_finish AND status = 'dead'", '$15')}
   SELECT id, status::text AS status, ${finishNoticesSent()} AS announced,
          ${flowWakeups('$16')} AS flow_woken FROM changed`,
@@ -124,12 +124,12 @@ export const JobSnoozeMany = defineStatement(
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
                                  lease_claim_id, claimed_at, lease_extensions, delay_ms, reason)
-    SELECT id, queue_name, CASE WHEN hand_back IS NULL THEN 'snoozed' ELSE 'skipped' END, 'pending',
+    SELECT id, $8::text, CASE WHEN hand_back IS NULL THEN 'snoozed' ELSE 'skipped' END, 'pending',
            attempt, owner, token, claim_id, claimed_at, lease_extensions, delay_ms, hand_back
     FROM changed
   ),
-  ${keySlotsReleaseCte(s, 'changed')},
-  ${refusalCountingCte(s, 'snooze')}
+  ${keySlotsReleaseCte(s, 'changed', '$8')},
+  ${refusalCountingCte(s, 'snooze', '$8')}
   SELECT id FROM changed`,
 );
 

@@ -40,7 +40,7 @@ export const JobExtendLeaseMany = defineStatement(
     WHERE j.id = input.id AND j.queue_name = $8::text
     RETURNING j.id, j.lease_expires_at, j.lease_token, j.lease_claim_id
   ),
-  ${refusalCountingCte(s, 'heartbeat')}
+  ${refusalCountingCte(s, 'heartbeat', '$8')}
   SELECT id, lease_expires_at, lease_token, lease_claim_id FROM changed`,
 );
 

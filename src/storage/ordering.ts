@@ -27,7 +27,7 @@ const NEXT_WAITING = (s: string, except = 'NULL') => `(
 export function orderingAdvanceCte(s: string, source: string, queueParam?: string): string {
   return `keys_advanced AS (
     INSERT INTO ${s}.ordering_keys AS k (queue_name, ordering_key, head_id, waiting)
-    SELECT queue_name, ordering_key, id, 0
+    SELECT ${queueParam === undefined ? 'queue_name' : `${queueParam}::text`}, ordering_key, id, 0
     FROM ${source}
     WHERE ordering_key IS NOT NULL
     ORDER BY queue_name, ordering_key
