@@ -15,7 +15,9 @@ const REPLAY_SET = `status = 'pending',
                             ELSE least(1000000, j.attempt_count + j.max_attempts) END`;
 
 // The CTEs that follow the update (named `changed`, with `attempts_before`): the replay event,
-// uncertain effects forgotten when asked, and one wake-up per queue.
+// uncertain effects forgotten when asked, and one wake-up per queue. `queue`: the statement's one
+// queue parameter when it has one, written into the events instead of the rows' copy (the same
+// value) so that a router (Citus, docs/scaling.md) sees one queue in the insert.
 const AFTER_REPLAY = (
   s: string,
   actor: string,
@@ -23,10 +25,11 @@ const AFTER_REPLAY = (
   reset: string,
   forget: string,
   channel: string,
+  queue = 'queue_name',
 ) => `
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, error_code, actor, reason, detail)
-    SELECT id, queue_name, 'replayed', 'pending', last_error_code, ${actor}, ${reason},
+    SELECT id, ${queue}, 'replayed', 'pending', last_error_code, ${actor}, ${reason},
            jsonb_build_object('attemptsBefore', attempts_before, 'resetAttempts', ${reset},
                               'retryUncertainEffects', ${forget})
     FROM changed
@@ -116,7 +119,7 @@ const replayBatchStatement = (inQueue: boolean) => (s: string) =>
     WHERE ${inQueue ? 'j.queue_name = $2::text AND ' : ''}j.id = batch.id AND j.status = 'dead'
     RETURNING j.id, j.queue_name, j.last_error_code, batch.attempt_count AS attempts_before
   ),
-  ${AFTER_REPLAY(s, '$7', '$8', '$9::boolean', '$10::boolean', '$11')}
+  ${AFTER_REPLAY(s, '$7', '$8', '$9::boolean', '$10::boolean', '$11', inQueue ? '$2::text' : undefined)}
   SELECT (SELECT count(*) FROM batch)::int AS seen,
          (SELECT count(*) FROM changed)::int AS replayed,
          (SELECT max(id) FROM batch)::text AS last_id
@@ -165,7 +168,7 @@ const replayListedStatement = (inQueue: boolean) => (s: string) =>
     WHERE ${inQueue ? 'j.queue_name = $7::text AND ' : ''}j.id = batch.id AND j.status = 'dead'
     RETURNING j.id, j.queue_name, j.last_error_code, batch.attempt_count AS attempts_before
   ),
-  ${AFTER_REPLAY(s, '$2', '$3', '$4::boolean', '$5::boolean', '$6')}
+  ${AFTER_REPLAY(s, '$2', '$3', '$4::boolean', '$5::boolean', '$6', inQueue ? '$7::text' : undefined)}
   SELECT (SELECT count(*) FROM changed)::int AS replayed FROM woken`;
 const JobReplayListed = defineStatement('replay_listed', replayListedStatement(false));
 const JobReplayListedInQueue = defineStatement('replay_listed_in_queue', replayListedStatement(true));
