@@ -159,11 +159,14 @@ export async function beginBulk(
         if (rows.length === 0) break;
         const ids = rows.map((row) => row.id);
         if (action === 'replay') {
-          done += await replayListed(db, schema, ids, {
-            ...params,
-            resetAttempts: true,
-            retryUncertainEffects: false,
-          });
+          // A filter naming the queue (or the task, which is its queue) keeps the replay in it.
+          done += await replayListed(
+            db,
+            schema,
+            ids,
+            { ...params, resetAttempts: true, retryUncertainEffects: false },
+            search.queue ?? search.task ?? null,
+          );
         } else if (action === 'cancel') {
           done += await cancelListed(db, schema, ids, params);
         } else {

@@ -32,7 +32,9 @@ export const CLAIMED_TIMES = `(extract(epoch FROM j.lease_expires_at) * 1000)::f
  * once tens of thousands were pending (12 ms instead of 4 ms for a claim of 500 at 50,000).
  * The update is split by lane (lane-routing.ts): each locked row is updated in the lane it was
  * found in, instead of every lane being probed for every id. JobClaimManyUnrouted is the same
- * claim for a schema without lanes.
+ * claim for a schema without lanes. The update also names the queue ($1), as the locking subquery
+ * does: every part of the statement is then answerable from that queue's part of a layout split by
+ * queue (docs/scaling.md).
  */
 const claimStatement = (routed: boolean) => (s: string) =>
   `
@@ -70,7 +72,7 @@ const claimStatement = (routed: boolean) => (s: string) =>
         -- from a limited claim).
         holds_key_slot = false,
         holds_queue_slot = false
-    WHERE ${idsFrom('candidate', lane)}
+    WHERE ${idsFrom('candidate', lane, '$1')}
     RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
               j.priority, ${CLAIMED_TIMES}`,
   )}

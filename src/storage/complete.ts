@@ -1,6 +1,13 @@
 import { defineStatement, type Queryable } from './db.js';
 import { wakeupChannel } from './enqueue.js';
-import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
+import {
+  byQueue,
+  FENCE_INPUT_ARRAYS,
+  FENCE_INPUT_COLUMNS,
+  type FenceRef,
+  fenceArrays,
+  fencedCte,
+} from './fence.js';
 import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
 import { flowReleaseCte, flowWakeups } from './flow-release.js';
 import { keySlotsReleaseCte } from './key-slots.js';
@@ -29,19 +36,25 @@ import { refusalCountingCte } from './refusals.js';
  * A completed flow parent (has_children) releases its children in this statement too: only the
  * accepted rows of `changed` reach flowReleaseCte, so a refused (stale) completion releases nothing;
  * a child whose last parent this was is claimable from this commit, with a wake-up (flow-release.ts).
+ * A batch is of one queue ($8, or $9 with results): the fence's probe and the delete name it, so the
+ * statement is answered from that queue's part of a layout split by queue (docs/scaling.md); a
+ * batch of several queues is sent as one statement per queue (`completeJobs`).
  */
+/** The completion's scalar queue parameter: the batch is of one queue (`byQueue`). */
+const queueParam = (withResults: boolean) => (withResults ? '$9' : '$8');
+
 const completeStatement = (withResults: boolean, routed: boolean) => (s: string) =>
   `
   WITH input AS (
     SELECT * FROM unnest(${FENCE_INPUT_ARRAYS}${withResults ? ', $7::text[]' : ''})
       AS t(${FENCE_INPUT_COLUMNS}${withResults ? ', result' : ''})
   ),
-  ${fencedCte(s, routed)},
+  ${fencedCte(s, routed, queueParam(withResults))},
   ${perLaneCtes(
     'changed',
     routed,
     (lane) => `DELETE FROM ${s}.jobs AS j
-    WHERE ${idsFrom('fenced', lane)}
+    WHERE ${idsFrom('fenced', lane, queueParam(withResults))}
     RETURNING j.id, j.queue_name, j.priority, j.attempt_count, j.max_attempts, j.lease_owner,
               j.lease_token, j.lease_claim_id, j.created_at, j.claimed_at, j.lease_extensions,
               j.ordering_key, j.concurrency_key, j.holds_key_slot, j.notify_on_finish, j.has_children`,
@@ -50,16 +63,16 @@ const completeStatement = (withResults: boolean, routed: boolean) => (s: string)
     INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
                                     lease_token, lease_claim_id, created_at, claimed_at, finished_at,
                                     lease_extensions${withResults ? ', result' : ''})
-    SELECT c.id, c.queue_name, c.priority, c.attempt_count, c.max_attempts, c.lease_owner,
+    SELECT c.id, ${queueParam(withResults)}::text, c.priority, c.attempt_count, c.max_attempts, c.lease_owner,
            c.lease_token, c.lease_claim_id, c.created_at, c.claimed_at, now(), c.lease_extensions${
              withResults ? ', f.result::jsonb' : ''
            }
     FROM changed AS c${withResults ? ' JOIN fenced AS f ON f.id = c.id' : ''}
   ),
-  ${orderingAdvanceCte(s, 'changed')},
-  ${keySlotsReleaseCte(s, 'changed')},
-  ${flowReleaseCte(s, 'changed')},
-  ${refusalCountingCte(s, 'complete')},
+  ${orderingAdvanceCte(s, 'changed', queueParam(withResults))},
+  ${keySlotsReleaseCte(s, 'changed', queueParam(withResults))},
+  ${flowReleaseCte(s, 'changed', routed)},
+  ${refusalCountingCte(s, 'complete', queueParam(withResults))},
   ${finishNoticesCte('changed', 'notify_on_finish', withResults ? '$8' : '$7')}
   SELECT id, ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$6')} AS woken,
          ${finishNoticesSent()} AS announced, ${flowWakeups('$6')} AS flow_woken
@@ -72,7 +85,7 @@ export const JobCompleteManyWithResults = defineStatement(
   'complete_jobs_with_results',
   completeStatement(true, true),
 );
-/** The completions through the parent by id, for a schema without lanes yet (runLaneRouted). */
+/** The completions through the parent by id, for a schema without lanes (018) or edge queues (019) yet (runLaneRouted). */
 const JobCompleteManyUnrouted = defineStatement('complete_jobs_unrouted', completeStatement(false, false));
 const JobCompleteManyWithResultsUnrouted = defineStatement(
   'complete_jobs_with_results_unrouted',
@@ -90,8 +103,21 @@ export async function completeJobs(
   schema: string,
   refs: readonly CompleteRef[],
 ): Promise<Set<string>> {
-  if (refs.length === 0) return new Set();
+  const accepted = new Set<string>();
+  for (const group of byQueue(refs)) {
+    for (const id of await completeQueueJobs(db, schema, group)) accepted.add(id);
+  }
+  return accepted;
+}
+
+/** Completes the leases of one queue in one statement. */
+async function completeQueueJobs(
+  db: Queryable,
+  schema: string,
+  refs: readonly CompleteRef[],
+): Promise<string[]> {
   const withResults = refs.some((ref) => ref.result != null);
+  const queue = refs[0]?.queue ?? null;
   const rows = await runLaneRouted<{ id: string; repair: string[] }>(
     db,
     schema,
@@ -103,11 +129,12 @@ export async function completeJobs(
           wakeupChannel(schema),
           refs.map((ref) => ref.result ?? null),
           finishedChannel(schema),
+          queue,
         ]
-      : [...fenceArrays(refs), wakeupChannel(schema), finishedChannel(schema)],
+      : [...fenceArrays(refs), wakeupChannel(schema), finishedChannel(schema), queue],
   );
   // Rare: a key's next job was enqueued (or cancelled) while this statement ran; hand it over now.
   const repair = rows[0]?.repair ?? [];
   if (repair.length > 0) await repairOrderingKeys(db, schema, repair, repair.length);
-  return new Set(rows.map((row) => row.id));
+  return rows.map((row) => row.id);
 }

@@ -1,6 +1,13 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
-import { FENCE_INPUT_ARRAYS, FENCE_INPUT_COLUMNS, type FenceRef, fenceArrays, fencedCte } from './fence.js';
+import {
+  byQueue,
+  FENCE_INPUT_ARRAYS,
+  FENCE_INPUT_COLUMNS,
+  type FenceRef,
+  fenceArrays,
+  fencedCte,
+} from './fence.js';
 import { finishedChannel, finishNoticesCte, finishNoticesSent } from './finish-notices.js';
 import { flowParentDeadCtes, flowWakeups } from './flow-release.js';
 import { keySlotsReleaseCte } from './key-slots.js';
@@ -25,6 +32,8 @@ const JITTERED_BACKOFF_MS = `random() * least(input.max_ms, input.base_ms * powe
  * A flow parent that dies here applies its children's onParentDead policy in this statement ('run'
  * children released, 'cancel' ones cancelled with their descendants; see flow-release.ts); a retry
  * releases nothing, and plain jobs (has_children false) touch no flow table.
+ * A batch is of one queue ($17), named by the fence's probe and the update, so that a layout split
+ * by queue answers it from that queue's part (docs/scaling.md); `failJobs` sends one per queue.
  */
 export const JobFailMany = defineStatement(
   'fail_jobs',
@@ -38,7 +47,7 @@ export const JobFailMany = defineStatement(
            retryable, delay_ms, base_ms, max_ms,
            attempt_budget, error_code, error_class, error_message, error_stack)
   ),
-  ${fencedCte(s)},
+  ${fencedCte(s, false, '$17')},
   changed AS (
     UPDATE ${s}.jobs AS j
     SET status = CASE WHEN ${RETRY} THEN 'pending'::${s}.job_status ELSE 'dead'::${s}.job_status END,
@@ -53,7 +62,7 @@ export const JobFailMany = defineStatement(
         last_error_message = input.error_message,
         last_error_stack = input.error_stack
     FROM fenced AS input -- the fenced rows, with the columns of their input
-    WHERE j.id = input.id
+    WHERE j.id = input.id AND j.queue_name = $17::text
     RETURNING j.id, j.status, j.queue_name, j.attempt_count, input.owner, input.token, input.claim_id,
               j.claimed_at,
               j.lease_extensions, input.error_code, input.error_class, input.error_message,
@@ -67,7 +76,7 @@ export const JobFailMany = defineStatement(
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
                                  lease_claim_id, claimed_at, lease_extensions, error_code, error_class,
                                  message, delay_ms, detail)
-    SELECT id, queue_name, CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END, status::text,
+    SELECT id, $17::text, CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END, status::text,
            attempt_count, owner, token, claim_id, claimed_at, lease_extensions, error_code, error_class,
            error_message, delay_ms,
            -- The budget that applied (max_attempts, or less for unclassified errors), so "dead at
@@ -75,9 +84,9 @@ export const JobFailMany = defineStatement(
            jsonb_build_object('attemptBudget', attempt_budget, 'permanent', NOT retryable)
     FROM changed
   ),
-  ${keySlotsReleaseCte(s, 'changed')},
+  ${keySlotsReleaseCte(s, 'changed', '$17')},
   ${flowParentDeadCtes(s, 'changed', "status = 'dead'")},
-  ${refusalCountingCte(s, 'fail')},
+  ${refusalCountingCte(s, 'fail', '$17')},
   ${finishNoticesCte('changed', "notify_on_finish AND status = 'dead'", '$15')}
   SELECT id, status::text AS status, ${finishNoticesSent()} AS announced,
          ${flowWakeups('$16')} AS flow_woken FROM changed`,
@@ -88,6 +97,7 @@ export const JobFailMany = defineStatement(
  * The claim counted an attempt; a snooze gives it back. Fenced; refused rows are counted.
  * Appends a `snoozed` event, or `skipped` for a lease the worker hands back (a job it never
  * started, or one aborted at shutdown), in the same statement. Looks rows up by primary key.
+ * A batch is of one queue ($8), as for JobFailMany; `snoozeJobs` sends one per queue.
  */
 export const JobSnoozeMany = defineStatement(
   'snooze_jobs',
@@ -97,7 +107,7 @@ export const JobSnoozeMany = defineStatement(
     FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[], $7::text[])
       AS t(${FENCE_INPUT_COLUMNS}, delay_ms, hand_back)
   ),
-  ${fencedCte(s)},
+  ${fencedCte(s, false, '$8')},
   changed AS (
     UPDATE ${s}.jobs AS j
     SET status = 'pending',
@@ -106,7 +116,7 @@ export const JobSnoozeMany = defineStatement(
         lease_owner = NULL,
         lease_expires_at = NULL
     FROM fenced AS input -- the fenced rows, with the columns of their input
-    WHERE j.id = input.id
+    WHERE j.id = input.id AND j.queue_name = $8::text
     RETURNING j.id, j.queue_name, j.attempt_count + 1 AS attempt, input.owner, input.token, input.claim_id,
               j.claimed_at,
               j.lease_extensions, input.delay_ms, input.hand_back, j.concurrency_key, j.holds_key_slot
@@ -114,12 +124,12 @@ export const JobSnoozeMany = defineStatement(
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
                                  lease_claim_id, claimed_at, lease_extensions, delay_ms, reason)
-    SELECT id, queue_name, CASE WHEN hand_back IS NULL THEN 'snoozed' ELSE 'skipped' END, 'pending',
+    SELECT id, $8::text, CASE WHEN hand_back IS NULL THEN 'snoozed' ELSE 'skipped' END, 'pending',
            attempt, owner, token, claim_id, claimed_at, lease_extensions, delay_ms, hand_back
     FROM changed
   ),
-  ${keySlotsReleaseCte(s, 'changed')},
-  ${refusalCountingCte(s, 'snooze')}
+  ${keySlotsReleaseCte(s, 'changed', '$8')},
+  ${refusalCountingCte(s, 'snooze', '$8')}
   SELECT id FROM changed`,
 );
 
@@ -149,8 +159,21 @@ export async function failJobs(
   refs: readonly FailRef[],
 ): Promise<Map<string, FailOutcome>> {
   const outcomes = new Map<string, FailOutcome>(refs.map((ref) => [ref.jobId, 'lost']));
-  if (refs.length === 0) return outcomes;
-  const rows = await run<{ id: string; status: string }>(db, JobFailMany(schema), [
+  for (const group of byQueue(refs)) {
+    for (const row of await failQueueJobs(db, schema, group)) {
+      outcomes.set(row.id, row.status === 'dead' ? 'dead' : 'retry');
+    }
+  }
+  return outcomes;
+}
+
+/** Records the failures of one queue in one statement; returns the rows accepted. */
+async function failQueueJobs(
+  db: Queryable,
+  schema: string,
+  refs: readonly FailRef[],
+): Promise<{ id: string; status: string }[]> {
+  return run<{ id: string; status: string }>(db, JobFailMany(schema), [
     ...fenceArrays(refs),
     refs.map((ref) => ref.retryable),
     refs.map((ref) => ref.delayMs),
@@ -163,9 +186,8 @@ export async function failJobs(
     refs.map((ref) => ref.errorStack),
     finishedChannel(schema),
     wakeupChannel(schema),
+    refs[0]?.queue ?? null,
   ]);
-  for (const row of rows) outcomes.set(row.id, row.status === 'dead' ? 'dead' : 'retry');
-  return outcomes;
 }
 
 /** One snooze to record. */
@@ -181,11 +203,15 @@ export async function snoozeJobs(
   schema: string,
   refs: readonly SnoozeRef[],
 ): Promise<Set<string>> {
-  if (refs.length === 0) return new Set();
-  const rows = await run<{ id: string }>(db, JobSnoozeMany(schema), [
-    ...fenceArrays(refs),
-    refs.map((ref) => ref.delayMs),
-    refs.map((ref) => ref.handBack ?? null),
-  ]);
-  return new Set(rows.map((row) => row.id));
+  const accepted = new Set<string>();
+  for (const group of byQueue(refs)) {
+    const rows = await run<{ id: string }>(db, JobSnoozeMany(schema), [
+      ...fenceArrays(group),
+      group.map((ref) => ref.delayMs),
+      group.map((ref) => ref.handBack ?? null),
+      group[0]?.queue ?? null,
+    ]);
+    for (const row of rows) accepted.add(row.id);
+  }
+  return accepted;
 }

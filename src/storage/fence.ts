@@ -38,14 +38,24 @@ export const LEASE_FENCE = `j.id = input.id
  * With `withLane`, each fenced row comes with the lane it was found and locked in (`lane`), so that
  * the write that follows may go to that lane alone (lane-routing.ts): a locked row cannot move
  * before the statement ends.
+ * `queueParam` (a scalar parameter, `$8`) names the one queue of the batch: the probe is then
+ * restricted to it, so a layout that splits jobs by queue (partitions, Citus shards, clusters; see
+ * docs/scaling.md) is reached in that queue's part only. It routes, it does not fence: a job never
+ * changes queue, and a lease's queue is the one it was claimed from (callers group by it, see
+ * `byQueue`).
  */
-export function fencedCte(s: string, withLane = false): string {
+export function fencedCte(s: string, withLane = false, queueParam?: string): string {
   return `fenced AS (
     SELECT input.*${withLane ? ', current_lease.lane' : ''}
     FROM (SELECT * FROM input ORDER BY id OFFSET 0) AS input
     CROSS JOIN LATERAL (
       SELECT ${withLane ? 'j.lane' : 'j.id'} FROM ${s}.jobs AS j
-      WHERE ${LEASE_FENCE}
+      WHERE ${LEASE_FENCE}${
+        queueParam === undefined
+          ? ''
+          : `
+        AND j.queue_name = ${queueParam}::text`
+      }
       FOR UPDATE OF j
     ) AS current_lease
   )`;
@@ -72,6 +82,21 @@ export function leaseKey(ref: Pick<FenceRef, 'jobId' | 'token' | 'claimId'>): st
 export const FENCE_INPUT_ARRAYS = '$1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]';
 /** Column names matching FENCE_INPUT_ARRAYS. */
 export const FENCE_INPUT_COLUMNS = 'id, token, claim_id, owner, queue_name';
+
+/**
+ * Lease references grouped by queue, in the order each queue first appears: a batched fenced
+ * statement covers one queue (its scalar queue parameter), so that it can be answered from that
+ * queue's part of a layout split by queue. A worker's batch is usually of one queue.
+ */
+export function byQueue<T extends Pick<FenceRef, 'queue'>>(refs: readonly T[]): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const ref of refs) {
+    const group = groups.get(ref.queue);
+    if (group) group.push(ref);
+    else groups.set(ref.queue, [ref]);
+  }
+  return [...groups.values()];
+}
 
 /** Splits lease references into five parallel arrays: ids, tokens, claim ids, owners, queues ($1..$5 of a fenced statement). */
 export function fenceArrays(refs: readonly FenceRef[]): [string[], string[], string[], string[], string[]] {

@@ -7,6 +7,14 @@
  */
 
 /**
+ * Why the children's lookup is gated on an edge existing: an uncorrelated EXISTS is evaluated once,
+ * before the lookup, and a batch with no flow parent (every plain batch) then never starts the
+ * lookup. Without it, the empty id list still started an index scan of every part of jobs, which in
+ * a layout split by queue (docs/scaling.md) is every queue's part.
+ */
+const NO_EDGES_NO_PROBE = 'no flow edge: the lookup never starts';
+
+/**
  * Releases the children of the finished jobs in `source` (a CTE with `id` and `has_children`, holding
  * only rows whose transition was accepted: the fenced `changed` of a completion): every unresolved
  * edge out of them is marked resolved, and each child's `waiting_parents` drops by the number of its
@@ -14,8 +22,45 @@
  * locked in id order (two completions sharing children wait for each other, never deadlock); a child
  * no longer pending (cancelled) is left alone. Defines `flow_edges`, `flow_locked`, `flow_released`
  * (children changed, with their new count). One statement for the whole batch, whatever the fan-out.
+ *
+ * `routed` (a schema at 019): each child is looked up by its queue and id, the queue taken from its
+ * edge (`child_queue`), so in a layout split by queue (docs/scaling.md) the release reaches the
+ * parts of its children's queues only (each child's probe is pruned to its queue when it runs). An
+ * edge without a queue (written by an older version during a rolling upgrade) has it looked up by
+ * id: the coalesce runs that lookup only for such an edge. Unrouted (a schema before 019, see
+ * runLaneRouted): by id, as 014 wrote it.
  */
-export function flowReleaseCte(s: string, source: string): string {
+export function flowReleaseCte(s: string, source: string, routed = true): string {
+  // Routed: the lock is one probe per child, in its queue (a lateral probe, as the fence's: a join
+  // planned as a whole hashed every queue's part of jobs in the check), and the update takes both
+  // keys of its probe from the locked rows. No edge, no probe.
+  if (routed) {
+    return `flow_edges AS (
+    UPDATE ${s}.job_dependencies AS d
+    SET resolved = true
+    WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved
+    RETURNING d.child_id,
+              coalesce(d.child_queue, (SELECT q.queue_name FROM ${s}.jobs AS q WHERE q.id = d.child_id)) AS child_queue
+  ),
+  flow_locked AS (
+    SELECT l.id, e.child_queue AS queue_name
+    FROM (SELECT DISTINCT child_queue, child_id FROM flow_edges ORDER BY child_id OFFSET 0) AS e
+    CROSS JOIN LATERAL (
+      SELECT c.id FROM ${s}.jobs AS c
+      WHERE c.queue_name = e.child_queue AND c.id = e.child_id
+      FOR UPDATE OF c
+    ) AS l
+  ),
+  flow_released AS (
+    UPDATE ${s}.jobs AS c
+    SET waiting_parents = greatest(0, c.waiting_parents - e.n)
+    FROM (SELECT child_queue, child_id, count(*)::int AS n FROM flow_edges GROUP BY child_queue, child_id) AS e
+    JOIN flow_locked AS l ON l.id = e.child_id
+    WHERE c.queue_name = l.queue_name AND c.id = l.id
+      AND c.status = 'pending' AND c.waiting_parents > 0
+    RETURNING c.id, c.queue_name, c.waiting_parents
+  )`;
+  }
   return `flow_edges AS (
     UPDATE ${s}.job_dependencies AS d
     SET resolved = true
@@ -25,6 +70,7 @@ export function flowReleaseCte(s: string, source: string): string {
   flow_locked AS (
     SELECT c.id FROM ${s}.jobs AS c
     WHERE c.id = ANY (ARRAY(SELECT child_id FROM flow_edges))
+      AND EXISTS (SELECT FROM flow_edges) -- ${NO_EDGES_NO_PROBE}
     ORDER BY c.id
     FOR UPDATE OF c
   ),
@@ -86,6 +132,7 @@ export function flowParentDeadCtes(s: string, source: string, condition = 'true'
   flow_locked AS (
     SELECT c.id FROM ${s}.jobs AS c
     WHERE c.id = ANY (ARRAY(SELECT child_id FROM flow_run_edges UNION SELECT id FROM flow_doomed))
+      AND EXISTS (SELECT FROM flow_dead_edges) -- ${NO_EDGES_NO_PROBE}
     ORDER BY c.id
     FOR UPDATE OF c
   ),

@@ -15,7 +15,8 @@ import { wakeupChannel } from './enqueue.js';
  * and spend seconds compiling it with JIT). A node with parents is inserted with waiting_parents
  * set to their number: outside jobs_claimable_idx until the statements accepting its parents'
  * completions bring it to 0. A node with children carries has_children, which is what lets those
- * statements find the edges. Notifies the queues of the nodes claimable at once (delivered on
+ * statements find the edges; each edge carries its child's queue (019), by which the release finds
+ * the child in its queue's part of jobs (flow-release.ts). Notifies the queues of the nodes claimable at once (delivered on
  * commit, folded per transaction). Returns the flow id and the job ids in node order.
  */
 export const FlowInsert = defineStatement(
@@ -51,8 +52,8 @@ export const FlowInsert = defineStatement(
     CROSS JOIN flow
   ),
   edges AS (
-    INSERT INTO ${s}.job_dependencies (parent_id, child_id, flow_id)
-    SELECT drawn.ids[e.parent_at], drawn.ids[e.child_at], flow.id
+    INSERT INTO ${s}.job_dependencies (parent_id, child_id, flow_id, child_queue)
+    SELECT drawn.ids[e.parent_at], drawn.ids[e.child_at], flow.id, ($1::text[])[e.child_at]
     FROM unnest($12::integer[], $13::integer[]) AS e(parent_at, child_at) CROSS JOIN drawn CROSS JOIN flow
   ),
   woken AS (

@@ -96,13 +96,13 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     // A job's progress rides the renewal ($7): no statement of its own.
     role: 'worker',
     statement: JobExtendLeaseMany,
-    args: `${FENCE}, double precision[], text[]`,
+    args: `${FENCE}, double precision[], text[], text`,
     returns: 'id bigint, lease_expires_at timestamptz, lease_token bigint, lease_claim_id bigint',
   },
   {
     role: 'worker',
     statement: JobCompleteMany,
-    args: `${FENCE}, text, text`,
+    args: `${FENCE}, text, text, text`,
     returns: COMPLETED,
   },
   {
@@ -110,19 +110,19 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     // for the rows the fence accepted.
     role: 'worker',
     statement: JobCompleteManyWithResults,
-    args: `${FENCE}, text, text[], text`,
+    args: `${FENCE}, text, text[], text, text`,
     returns: COMPLETED,
   },
   {
     role: 'worker',
     statement: JobFailMany,
-    args: `${FENCE}, boolean[], double precision[], double precision[], double precision[], integer[], text[], text[], text[], text[], text, text`,
+    args: `${FENCE}, boolean[], double precision[], double precision[], double precision[], integer[], text[], text[], text[], text[], text, text, text`,
     returns: 'id bigint, status text, announced bigint, flow_woken bigint',
   },
   {
     role: 'worker',
     statement: JobSnoozeMany,
-    args: `${FENCE}, double precision[], text[]`,
+    args: `${FENCE}, double precision[], text[], text`,
     returns: 'id bigint',
   },
   {

@@ -1,5 +1,6 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import {
+  byQueue,
   FENCE_INPUT_ARRAYS,
   FENCE_INPUT_COLUMNS,
   type FenceRef,
@@ -18,6 +19,8 @@ import { refusalCountingCte } from './refusals.js';
  * A `job.progress(detail)` rides here ($7, JSON texts, null where a job reported none; the whole
  * array null when none did): the latest detail is stored in the same fenced write, never in a
  * statement of its own, and a lease that is gone stores none.
+ * A batch is of one queue ($8), named by the fence's probe and the update, so that a layout split by
+ * queue answers it from that queue's part (docs/scaling.md); `extendLeases` sends one per queue.
  */
 export const JobExtendLeaseMany = defineStatement(
   'extend_leases',
@@ -27,17 +30,17 @@ export const JobExtendLeaseMany = defineStatement(
     FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[], $7::text[])
       AS t(${FENCE_INPUT_COLUMNS}, lease_ms, progress)
   ),
-  ${fencedCte(s)},
+  ${fencedCte(s, false, '$8')},
   changed AS (
     UPDATE ${s}.jobs AS j
     SET lease_expires_at = now() + input.lease_ms * interval '1 millisecond',
         lease_extensions = j.lease_extensions + 1,
         progress = coalesce(input.progress::jsonb, j.progress)
     FROM fenced AS input -- the fenced rows, with the columns of their input
-    WHERE j.id = input.id
+    WHERE j.id = input.id AND j.queue_name = $8::text
     RETURNING j.id, j.lease_expires_at, j.lease_token, j.lease_claim_id
   ),
-  ${refusalCountingCte(s, 'heartbeat')}
+  ${refusalCountingCte(s, 'heartbeat', '$8')}
   SELECT id, lease_expires_at, lease_token, lease_claim_id FROM changed`,
 );
 
@@ -57,7 +60,19 @@ export async function extendLeases(
   schema: string,
   refs: readonly ExtendRef[],
 ): Promise<Map<string, Date>> {
-  if (refs.length === 0) return new Map();
+  const extended = new Map<string, Date>();
+  for (const group of byQueue(refs)) {
+    for (const [key, expiry] of await extendQueueLeases(db, schema, group)) extended.set(key, expiry);
+  }
+  return extended;
+}
+
+/** Extends the leases of one queue in one statement. */
+async function extendQueueLeases(
+  db: Queryable,
+  schema: string,
+  refs: readonly ExtendRef[],
+): Promise<Map<string, Date>> {
   const rows = await run<{ id: string; lease_expires_at: Date; lease_token: string; lease_claim_id: string }>(
     db,
     JobExtendLeaseMany(schema),
@@ -65,6 +80,7 @@ export async function extendLeases(
       ...fenceArrays(refs),
       refs.map((ref) => ref.leaseMs),
       refs.some((ref) => ref.progress != null) ? refs.map((ref) => ref.progress ?? null) : null,
+      refs[0]?.queue ?? null,
     ],
   );
   return new Map(

@@ -31,12 +31,15 @@ export function perLaneCtes(name: string, routed: boolean, build: (lane: number 
 
 /**
  * The condition of a write on `jobs AS j` to the rows whose ids the CTE `source` holds: those in
- * `lane` (when routed), or all of them.
+ * `lane` (when routed), or all of them. `queue` (a scalar parameter, `$1`) restricts the write to
+ * the statement's one queue, so that a layout split by queue is written in that queue's part only
+ * (an id list is no key to it: see docs/scaling.md).
  */
-export function idsFrom(source: string, lane: number | null): string {
+export function idsFrom(source: string, lane: number | null, queue?: string): string {
+  const inQueue = queue === undefined ? '' : `j.queue_name = ${queue}::text AND `;
   return lane === null
-    ? `j.id = ANY (ARRAY(SELECT id FROM ${source}))`
-    : `j.lane = ${lane} AND j.id = ANY (ARRAY(SELECT id FROM ${source} WHERE lane = ${lane}))`;
+    ? `${inQueue}j.id = ANY (ARRAY(SELECT id FROM ${source}))`
+    : `${inQueue}j.lane = ${lane} AND j.id = ANY (ARRAY(SELECT id FROM ${source} WHERE lane = ${lane}))`;
 }
 
 /** How long a schema without lanes is written to by the unrouted statements before a retry. */
@@ -54,6 +57,9 @@ const withoutLanesUntil = new Map<string, number>();
  * nothing is tried twice there: the routed statement runs unless the schema was found without
  * lanes (a worker's claims, which run on its pool, find that out before any of its handlers runs).
  * A role client runs both through the schema's functions, which exist only once 018 has run.
+ * The completions' routed statements also read 019's `job_dependencies.child_queue` (the flow
+ * release, flow-release.ts): on a schema at 018 they fail the same way, and their unrouted
+ * variants, which look flow children up by id, serve until 019 has run.
  */
 export async function runLaneRouted<R extends pg.QueryResultRow>(
   db: Queryable,

@@ -20,11 +20,14 @@ const NEXT_WAITING = (s: string, except = 'NULL') => `(
  * statement's snapshot could not see (enqueued concurrently, or cancelled concurrently) is reported
  * by `orderingRepairNeeded` and repaired by the next statement (see repairOrderingKeys).
  * Sources without keyed rows (every plain job) write nothing.
+ * `queueParam` names the statement's one queue when it has one (a completion): a key and all its
+ * jobs are of one queue, so the next head is looked up in that queue's part of a layout split by
+ * queue only (docs/scaling.md).
  */
-export function orderingAdvanceCte(s: string, source: string): string {
+export function orderingAdvanceCte(s: string, source: string, queueParam?: string): string {
   return `keys_advanced AS (
     INSERT INTO ${s}.ordering_keys AS k (queue_name, ordering_key, head_id, waiting)
-    SELECT queue_name, ordering_key, id, 0
+    SELECT ${queueParam === undefined ? 'queue_name' : `${queueParam}::text`}, ordering_key, id, 0
     FROM ${source}
     WHERE ordering_key IS NOT NULL
     ORDER BY queue_name, ordering_key
@@ -40,7 +43,9 @@ export function orderingAdvanceCte(s: string, source: string): string {
     UPDATE ${s}.jobs AS w
     SET awaits_predecessor = false
     FROM keys_advanced AS a
-    WHERE w.id = a.head_id AND w.awaits_predecessor AND w.status = 'pending'
+    WHERE w.id = a.head_id AND w.awaits_predecessor AND w.status = 'pending'${
+      queueParam === undefined ? '' : `\n      AND w.queue_name = ${queueParam}::text`
+    }
     RETURNING w.id, w.queue_name
   )`;
 }

@@ -15,7 +15,9 @@ const REPLAY_SET = `status = 'pending',
                             ELSE least(1000000, j.attempt_count + j.max_attempts) END`;
 
 // The CTEs that follow the update (named `changed`, with `attempts_before`): the replay event,
-// uncertain effects forgotten when asked, and one wake-up per queue.
+// uncertain effects forgotten when asked, and one wake-up per queue. `queue`: the statement's one
+// queue parameter when it has one, written into the events instead of the rows' copy (the same
+// value) so that a router (Citus, docs/scaling.md) sees one queue in the insert.
 const AFTER_REPLAY = (
   s: string,
   actor: string,
@@ -23,10 +25,11 @@ const AFTER_REPLAY = (
   reset: string,
   forget: string,
   channel: string,
+  queue = 'queue_name',
 ) => `
   recorded AS (
     INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, error_code, actor, reason, detail)
-    SELECT id, queue_name, 'replayed', 'pending', last_error_code, ${actor}, ${reason},
+    SELECT id, ${queue}, 'replayed', 'pending', last_error_code, ${actor}, ${reason},
            jsonb_build_object('attemptsBefore', attempts_before, 'resetAttempts', ${reset},
                               'retryUncertainEffects', ${forget})
     FROM changed
@@ -88,17 +91,20 @@ const JobReplayMany = defineStatement(
  * error code $3, died in [$4, $5), at most $6. Paged by id (a job that dies again during the
  * replay is not replayed twice); SKIP LOCKED passes rows another statement holds. Served by
  * jobs_terminal_id_idx. Same event and wake-up as JobReplayMany.
+ * Two variants. Without a queue ($2 null) it spans queues. With one (`_in_queue`), $2 is a plain
+ * `queue_name = $2` in the lookup and in the update, so in a layout split by queue (docs/scaling.md)
+ * the batch is read and written in that queue's part only: `$2 IS NULL OR queue_name = $2` is
+ * pruned in a custom plan but not in a generic one, and the update's join by id reached every part.
  */
-const JobReplayBatch = defineStatement(
-  'replay_batch',
-  (s) => `
+const replayBatchStatement = (inQueue: boolean) => (s: string) =>
+  `
   WITH batch AS (
     SELECT id, attempt_count
     FROM ${s}.jobs
     WHERE finished_at IS NOT NULL
       AND id > $1::bigint
       AND status = 'dead'
-      AND ($2::text IS NULL OR queue_name = $2)
+      AND ${inQueue ? 'queue_name = $2::text' : '($2::text IS NULL OR queue_name = $2)'}
       AND ($3::text IS NULL OR last_error_code = $3)
       AND finished_at >= $4::timestamptz
       AND finished_at < $5::timestamptz
@@ -110,45 +116,48 @@ const JobReplayBatch = defineStatement(
     UPDATE ${s}.jobs AS j
     SET ${REPLAY_SET.replaceAll('$RESET', '$9::boolean')}
     FROM batch
-    WHERE j.id = batch.id AND j.status = 'dead'
+    WHERE ${inQueue ? 'j.queue_name = $2::text AND ' : ''}j.id = batch.id AND j.status = 'dead'
     RETURNING j.id, j.queue_name, j.last_error_code, batch.attempt_count AS attempts_before
   ),
-  ${AFTER_REPLAY(s, '$7', '$8', '$9::boolean', '$10::boolean', '$11')}
+  ${AFTER_REPLAY(s, '$7', '$8', '$9::boolean', '$10::boolean', '$11', inQueue ? '$2::text' : undefined)}
   SELECT (SELECT count(*) FROM batch)::int AS seen,
          (SELECT count(*) FROM changed)::int AS replayed,
          (SELECT max(id) FROM batch)::text AS last_id
-  FROM woken`,
-);
+  FROM woken`;
+const JobReplayBatch = defineStatement('replay_batch', replayBatchStatement(false));
+const JobReplayBatchInQueue = defineStatement('replay_batch_in_queue', replayBatchStatement(true));
 
 /**
  * DeadJobCount: how many dead jobs a replay filter matches now (for progress reporting).
- * Read-only; served by jobs_terminal_id_idx.
+ * Read-only; served by jobs_terminal_id_idx. `_in_queue`: for a filter with a queue, read in that
+ * queue's part only (as JobReplayBatch's variant).
  */
-const DeadJobCount = defineStatement(
-  'count_dead',
-  (s) => `
+const deadCountStatement = (inQueue: boolean) => (s: string) =>
+  `
   SELECT count(*)::int AS n
   FROM ${s}.jobs
   WHERE finished_at IS NOT NULL
     AND status = 'dead'
-    AND ($1::text IS NULL OR queue_name = $1)
+    AND ${inQueue ? 'queue_name = $1::text' : '($1::text IS NULL OR queue_name = $1)'}
     AND ($2::text IS NULL OR last_error_code = $2)
     AND finished_at >= $3::timestamptz
-    AND finished_at < $4::timestamptz`,
-);
+    AND finished_at < $4::timestamptz`;
+const DeadJobCount = defineStatement('count_dead', deadCountStatement(false));
+const DeadJobCountInQueue = defineStatement('count_dead_in_queue', deadCountStatement(true));
 
 /**
  * JobReplayListed: dead -> pending for the listed ids that are still dead, skipping the others (a
  * bulk action's batch: a job replayed or removed since it was listed is left alone). Locks with
  * SKIP LOCKED in id order; same event and wake-up as JobReplayMany. Primary-key lookups.
+ * `_in_queue`: the listed jobs are all of queue $7 (the bulk action's filter names it), looked up
+ * and written in that queue's part only (as JobReplayBatch's variant).
  */
-const JobReplayListed = defineStatement(
-  'replay_listed',
-  (s) => `
+const replayListedStatement = (inQueue: boolean) => (s: string) =>
+  `
   WITH batch AS (
     SELECT id, attempt_count
     FROM ${s}.jobs
-    WHERE id = ANY($1::bigint[]) AND status = 'dead'
+    WHERE ${inQueue ? 'queue_name = $7::text AND ' : ''}id = ANY($1::bigint[]) AND status = 'dead'
     ORDER BY id
     FOR UPDATE SKIP LOCKED
   ),
@@ -156,28 +165,38 @@ const JobReplayListed = defineStatement(
     UPDATE ${s}.jobs AS j
     SET ${REPLAY_SET.replaceAll('$RESET', '$4::boolean')}
     FROM batch
-    WHERE j.id = batch.id AND j.status = 'dead'
+    WHERE ${inQueue ? 'j.queue_name = $7::text AND ' : ''}j.id = batch.id AND j.status = 'dead'
     RETURNING j.id, j.queue_name, j.last_error_code, batch.attempt_count AS attempts_before
   ),
-  ${AFTER_REPLAY(s, '$2', '$3', '$4::boolean', '$5::boolean', '$6')}
-  SELECT (SELECT count(*) FROM changed)::int AS replayed FROM woken`,
-);
+  ${AFTER_REPLAY(s, '$2', '$3', '$4::boolean', '$5::boolean', '$6', inQueue ? '$7::text' : undefined)}
+  SELECT (SELECT count(*) FROM changed)::int AS replayed FROM woken`;
+const JobReplayListed = defineStatement('replay_listed', replayListedStatement(false));
+const JobReplayListedInQueue = defineStatement('replay_listed_in_queue', replayListedStatement(true));
 
-/** Replays the listed jobs that are still dead; returns how many it replayed. */
+/**
+ * Replays the listed jobs that are still dead; returns how many it replayed. `queue`: every listed
+ * job is of that queue (null: not known), and the statement looks in that queue's part only.
+ */
 export async function replayListed(
   db: Queryable,
   schema: string,
   ids: readonly string[],
   params: ReplayParams,
+  queue: string | null = null,
 ): Promise<number> {
-  const rows = await run<{ replayed: number }>(db, JobReplayListed(schema), [
+  const values: unknown[] = [
     ids,
     params.actor,
     params.reason,
     params.resetAttempts,
     params.retryUncertainEffects,
     wakeupChannel(schema),
-  ]);
+  ];
+  const rows = await run<{ replayed: number }>(
+    db,
+    queue === null ? JobReplayListed(schema) : JobReplayListedInQueue(schema),
+    queue === null ? values : [...values, queue],
+  );
   return rows[0]?.replayed ?? 0;
 }
 
@@ -214,7 +233,7 @@ export async function replayJobs(
   ]);
 }
 
-/** Replays one batch of a filter above id `afterId`. */
+/** Replays one batch of a filter above id `afterId` (in the filter's queue's part, when it names one). */
 export async function replayBatch(
   db: Queryable,
   schema: string,
@@ -225,7 +244,7 @@ export async function replayBatch(
 ): Promise<{ seen: number; replayed: number; lastId: string | null }> {
   const rows = await run<{ seen: number; replayed: number; last_id: string | null }>(
     db,
-    JobReplayBatch(schema),
+    filter.queue === null ? JobReplayBatch(schema) : JobReplayBatchInQueue(schema),
     [
       afterId,
       filter.queue,
@@ -250,7 +269,8 @@ export async function countDeadJobs(
   schema: string,
   filter: ReplayFilterParams,
 ): Promise<number> {
-  const rows = await run<{ n: number }>(db, DeadJobCount(schema), [
+  const statement = filter.queue === null ? DeadJobCount(schema) : DeadJobCountInQueue(schema);
+  const rows = await run<{ n: number }>(db, statement, [
     filter.queue,
     filter.errorCode,
     filter.since ?? '-infinity',

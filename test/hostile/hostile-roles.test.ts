@@ -204,9 +204,10 @@ describe('a leaked worker credential', () => {
       const fence = [[forged.jobId], [forged.token], [forged.claimId], ['honest'], [forged.jobId]];
       const { rows } = await workerSql.query(
         fn?.call.text ?? '',
+        // The batch's one queue comes last ($8, or $9 with results; see complete.ts).
         label === 'complete_jobs'
-          ? [...fence, 'wake', 'finished']
-          : [...fence, 'wake', ['{"forged":true}'], 'finished'],
+          ? [...fence, 'wake', 'finished', 'w-flow']
+          : [...fence, 'wake', ['{"forged":true}'], 'finished', 'w-flow'],
       );
       expect(rows, label).toEqual([]);
     }

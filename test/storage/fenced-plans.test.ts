@@ -48,6 +48,7 @@ describe('fenced batch writes at scale', () => {
         `array_fill('fenced'::text, ARRAY[500])`,
         `'${lh.schema}_wakeup'`,
         `'${lh.schema}_finished'`,
+        `'fenced'`, // the batch's one queue
       ];
       await client.query('BEGIN');
       const explained = await client.query(

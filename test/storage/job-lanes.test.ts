@@ -350,6 +350,7 @@ describe('job lanes', () => {
       ...fenceArrays(refs),
       wakeupChannel(lh.schema),
       finishedChannel(lh.schema),
+      'routed', // the batch's one queue
     ]);
     expect(writesOnJobs(complete, 'Delete')).toEqual(perLane);
     const finished = await pool.query(
