@@ -220,7 +220,7 @@ export async function checkQueuePruning({ connectionString, extra = [], log = ()
       const shards = statement.scope === 'shard' ? SHARDS : [statement.queues ?? [QUEUE]];
       for (const allowed of shards) {
         // A shard's server holds its queues only: the other queues' partitions are detached.
-        const detach = statement.scope === 'shard' ? detachedFor(partitionQueue, allowed) : [];
+        const detach = statement.scope === 'shard' ? detachedFor(allowed) : [];
         for (const mode of ['custom', 'generic']) {
           const reading = await explainStatement(admin, schema, statement, mode, partitionQueue, detach);
           const verdict = judge(reading, partitionQueue, allowed);
@@ -246,7 +246,7 @@ export async function checkQueuePruning({ connectionString, extra = [], log = ()
 }
 
 /** The queue partitions (direct children of each parent) of the queues outside `allowed`. */
-function detachedFor(partitionQueue, allowed) {
+function detachedFor(allowed) {
   const detach = [];
   for (const { table } of QUEUE_TABLES) {
     for (const queue of QUEUES) {
