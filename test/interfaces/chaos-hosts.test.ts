@@ -1,11 +1,12 @@
 // The many-hosts harness's pure parts (chaos/hosts.mjs): its flags, its delaying relay, and the
 // network it builds and removes. The namespace test needs root (CI runs as root); it uses a prefix
 // of its own, so it never touches a harness run's network.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { connect, createServer, type Socket } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 
 process.env.LHH_NETNS_PREFIX = 'lhhtst';
+const JANITOR = new URL('../../chaos/hosts-janitor.mjs', import.meta.url).pathname;
 const options = (await import('../../chaos/hosts-options.mjs' as string)) as {
   parseHostsOptions(argv: string[]): Record<string, unknown>;
 };
@@ -31,6 +32,29 @@ describe('chaos:hosts flags', () => {
     );
     expect(options.parseHostsOptions(['--jobs', '1.5']).error).toMatch(/--jobs/);
     expect(options.parseHostsOptions(['--nope']).error).toMatch(/nope/);
+  });
+
+  it('runs every phase unless --phases names some, in their own order, each once', () => {
+    expect(options.parseHostsOptions([]).phases).toEqual(['fault-free', 'faulted', 'latency']);
+    expect(options.parseHostsOptions(['--phases', 'latency']).phases).toEqual(['latency']);
+    expect(options.parseHostsOptions(['--phases', 'latency,fault-free,latency']).phases).toEqual([
+      'fault-free',
+      'latency',
+    ]);
+    expect(options.parseHostsOptions(['--phases', 'latency,nope']).error).toMatch(/--phases takes/);
+    expect(options.parseHostsOptions(['--phases', ',']).error).toMatch(/--phases takes/);
+  });
+
+  it('gives the latency phase long jobs longer than the default lease, and refuses it none', () => {
+    expect(options.parseHostsOptions([])).toMatchObject({ longJobs: 12, longJobS: 35 });
+    expect(options.parseHostsOptions(['--long-job-s', '30']).error).toMatch(
+      /--long-job-s must be an integer from 31/,
+    );
+    expect(options.parseHostsOptions(['--long-jobs', '0']).error).toMatch(/needs --long-jobs above 0/);
+    expect(options.parseHostsOptions(['--long-jobs', '0', '--phases', 'fault-free,faulted']).phases).toEqual([
+      'fault-free',
+      'faulted',
+    ]);
   });
 
   it('refuses a cut that would not outlast the leases', () => {
@@ -141,5 +165,23 @@ describe.runIf(isRoot)('the harness network (root)', () => {
     expect(netns.removeNetwork().sort()).toEqual(['lhhtst-db', 'lhhtst-h1', 'lhhtst-h2']);
     expect(netns.ourNamespaces()).toEqual([]);
     expect(netns.run('ip', ['netns', 'list'])).not.toMatch(/lhhtst-/);
+  });
+
+  // The janitor (chaos/hosts-janitor.mjs) removes the network when the harness that started it
+  // dies without saying it cleaned up, and leaves it alone when told `done`.
+  function janitor(say: string) {
+    const child = spawn(process.execPath, [JANITOR], { stdio: ['pipe', 'ignore', 'inherit'] });
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    child.stdin.end(say);
+    return exited;
+  }
+
+  it('has a janitor that removes the network when the harness dies without cleaning up', async () => {
+    netns.removeNetwork();
+    netns.createNetwork(1);
+    await janitor('done');
+    expect(netns.ourNamespaces().sort()).toEqual(['lhhtst-db', 'lhhtst-h1']);
+    await janitor('');
+    expect(netns.ourNamespaces()).toEqual([]);
   });
 });
