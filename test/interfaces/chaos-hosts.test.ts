@@ -10,6 +10,10 @@ const JANITOR = new URL('../../chaos/hosts-janitor.mjs', import.meta.url).pathna
 const options = (await import('../../chaos/hosts-options.mjs' as string)) as {
   parseHostsOptions(argv: string[]): Record<string, unknown>;
 };
+type Rule = { name: string; ok: boolean };
+const checks = (await import('../../chaos/hosts-checks.mjs' as string)) as {
+  hostInvariants(measures: Record<string, unknown>, o: Record<string, unknown>): Rule[];
+};
 const relayModule = (await import('../../chaos/relay.mjs' as string)) as {
   startRelay(o: Record<string, unknown>): Promise<{ port: number; close(): Promise<void> }>;
 };
@@ -60,6 +64,41 @@ describe('chaos:hosts flags', () => {
   it('refuses a cut that would not outlast the leases', () => {
     expect(options.parseHostsOptions(['--cut-ms', '3000']).error).toMatch(/--cut-ms must be longer/);
     expect(options.parseHostsOptions(['--cut-ms', '4000']).cutMs).toBe(4000);
+  });
+});
+
+describe('the latency phase checks', () => {
+  // Measures as measureHosts reads them after a latency-only run: 12 long jobs, 3 renewals each.
+  const latency = (long: Record<string, number>, renewals: Record<string, number>) => ({
+    partitions: [],
+    throughput: [],
+    latency: {
+      host: 2,
+      longJobs: 12,
+      longJobMs: 35_000,
+      expiries: 0,
+      refusals: 0,
+      lost_answers: 0,
+      long: { finished: 12, finished_on_host: 12, first_claim: 12, min_extensions: 3, ...long },
+      renewals: { renewals: 36, on_host: 36, ...renewals },
+    },
+  });
+  const judge = (measures: Record<string, unknown>) =>
+    checks.hostInvariants(measures, { healthyHosts: [2, 3], minThroughputPct: 80, phases: ['latency'] });
+
+  it('judges only the phases that ran, and holds when every long job renewed across the link', () => {
+    const rules = judge(latency({}, {}));
+    expect(rules.map((r) => r.name).join('\n')).not.toMatch(/link cuts|healthy host/);
+    expect(rules).toHaveLength(3);
+    expect(rules.every((r) => r.ok)).toBe(true);
+  });
+
+  it('fails when a long job ran elsewhere, was claimed twice, or never renewed', () => {
+    const failed = (measures: Record<string, unknown>) => judge(measures).filter((r) => !r.ok);
+    expect(failed(latency({ finished_on_host: 11 }, {}))).toHaveLength(1);
+    expect(failed(latency({ first_claim: 11 }, {}))).toHaveLength(1);
+    expect(failed(latency({ min_extensions: 0 }, {}))).toHaveLength(1);
+    expect(failed(latency({}, { renewals: 37 }))).toHaveLength(1);
   });
 });
 
