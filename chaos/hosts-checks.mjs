@@ -1,11 +1,13 @@
 // What the many-hosts harness measures beyond the chaos checker (chaos/checker.mjs, which judges
 // the whole run): per link cut, what became of the cut host's claims; per phase, each host's
-// completion rate; in the latency phase, whether any lease of the distant host lapsed. Every
+// completion rate; in the latency phase, the long jobs on the distant host: how often their leases
+// were renewed across its delayed link, how much lease was left at each renewal, and whether any
+// of its leases lapsed (chaos/renewal-log.mjs records the renewals). Every
 // time compared is database time. A worker's label is `h<host><phase>w<n>` (phase b: fault-free,
 // f: faulted, l: latency), the first part of its lease owner names.
 
 /** Reads the measures; `phases` as the harness ran them, `cuts` as it recorded them. */
-export async function measureHosts(db, { phases, cuts, latencyHost }) {
+export async function measureHosts(db, { phases, cuts, latencyHost, farQueue }) {
   const all = async (sql, values = []) => (await db.query(sql, values)).rows;
   const one = async (sql, values = []) => (await all(sql, values))[0];
 
@@ -98,49 +100,90 @@ export async function measureHosts(db, { phases, cuts, latencyHost }) {
         (SELECT count(*) FROM leasehold.job_events WHERE kind = 'lease_expired' AND at BETWEEN $3 AND $4)::int AS phase_expiries`,
       [prefix, lp.longJobMs * 0.9, lp.startedAt, lp.endedAt],
     );
-    latency.host = latencyHost;
+    // The long jobs (queue $2, which only the distant host serves): where each finished, after how
+    // many claims, and how many renewals its final claim made (the count Leasehold keeps on the row).
+    const long = await one(
+      `
+      SELECT count(*)::int AS finished,
+        count(*) FILTER (WHERE starts_with(lease_owner, $1))::int AS finished_on_host,
+        count(*) FILTER (WHERE attempt_count = 1)::int AS first_claim,
+        coalesce(sum(lease_extensions), 0)::int AS extensions,
+        coalesce(min(lease_extensions), 0)::int AS min_extensions,
+        coalesce(max(lease_extensions), 0)::int AS max_extensions
+      FROM leasehold.finished_jobs WHERE queue_name = $2`,
+      [prefix, farQueue],
+    );
+    // Every renewal the database applied to them, with the lease left when it landed (old expiry
+    // minus the renewing statement's now()) and the time since the claim's previous renewal.
+    const renewals = await one(
+      `
+      WITH r AS (
+        SELECT *, extract(epoch FROM old_expires_at - at) * 1000 AS left_ms,
+          extract(epoch FROM at - lag(at) OVER (PARTITION BY job_id, token ORDER BY at)) * 1000 AS gap_ms
+        FROM chaos.renewals WHERE queue = $2
+      )
+      SELECT count(*)::int AS renewals,
+        count(*) FILTER (WHERE starts_with(owner, $1))::int AS on_host,
+        count(DISTINCT (job_id, token))::int AS claims,
+        min(left_ms)::float8 AS min_left_ms,
+        (percentile_cont(0.5) WITHIN GROUP (ORDER BY left_ms))::float8 AS median_left_ms,
+        max(left_ms)::float8 AS max_left_ms,
+        (percentile_cont(0.5) WITHIN GROUP (ORDER BY gap_ms))::float8 AS median_gap_ms,
+        max(gap_ms)::float8 AS max_gap_ms
+      FROM r`,
+      [prefix, farQueue],
+    );
+    Object.assign(latency, {
+      host: latencyHost,
+      longJobs: lp.longJobs,
+      longJobMs: lp.longJobMs,
+      long,
+      renewals,
+    });
   }
   return { partitions, throughput, latency };
 }
 
 /** The invariants these measures must satisfy. */
-export function hostInvariants(measures, { healthyHosts, minThroughputPct }) {
+export function hostInvariants(measures, { healthyHosts, minThroughputPct, phases }) {
   const rule = (name, value, bound, ok) => ({ name, value, bound, ok });
   const p = measures.partitions;
   const sum = (key) => p.reduce((n, c) => n + Number(c[key]), 0);
-  const rules = [
-    rule(
-      'link cuts during which the cut host had leases lapse',
-      p.filter((c) => c.expired > 0).length,
-      `= ${p.length} (every cut)`,
-      p.length > 0 && p.every((c) => c.expired > 0),
-    ),
-    rule(
-      "cut host's lapsed claims not finished by a later claim",
-      sum('expired') - sum('finished_later'),
-      '= 0',
-      sum('expired') === sum('finished_later'),
-    ),
-    rule(
-      "cut host's lapsed claims finished on another host",
-      sum('finished_elsewhere'),
-      '> 0',
-      sum('finished_elsewhere') > 0,
-    ),
-    rule(
-      "cut host's writes for lapsed claims accepted after the expiry",
-      sum('accepted_after_expiry') + sum('completed_answers'),
-      '= 0',
-      sum('accepted_after_expiry') + sum('completed_answers') === 0,
-    ),
-    rule(
-      "cut host's writes for lapsed claims refused and counted after its link returned",
-      sum('refused_after_return'),
-      '> 0',
-      sum('refused_after_return') > 0,
-    ),
-  ];
-  for (const host of healthyHosts) {
+  const rules = [];
+  if (phases.includes('faulted'))
+    rules.push(
+      rule(
+        'link cuts during which the cut host had leases lapse',
+        p.filter((c) => c.expired > 0).length,
+        `= ${p.length} (every cut)`,
+        p.length > 0 && p.every((c) => c.expired > 0),
+      ),
+      rule(
+        "cut host's lapsed claims not finished by a later claim",
+        sum('expired') - sum('finished_later'),
+        '= 0',
+        sum('expired') === sum('finished_later'),
+      ),
+      rule(
+        "cut host's lapsed claims finished on another host",
+        sum('finished_elsewhere'),
+        '> 0',
+        sum('finished_elsewhere') > 0,
+      ),
+      rule(
+        "cut host's writes for lapsed claims accepted after the expiry",
+        sum('accepted_after_expiry') + sum('completed_answers'),
+        '= 0',
+        sum('accepted_after_expiry') + sum('completed_answers') === 0,
+      ),
+      rule(
+        "cut host's writes for lapsed claims refused and counted after its link returned",
+        sum('refused_after_return'),
+        '> 0',
+        sum('refused_after_return') > 0,
+      ),
+    );
+  for (const host of phases.includes('fault-free') && phases.includes('faulted') ? healthyHosts : []) {
     const base = measures.throughput.find((t) => t.phase === 'fault-free' && t.host === host);
     const faulted = measures.throughput.find((t) => t.phase === 'faulted' && t.host === host);
     const pct = base?.rate && faulted?.rate ? (100 * faulted.rate) / base.rate : null;
@@ -163,6 +206,25 @@ export function hostInvariants(measures, { healthyHosts, minThroughputPct }) {
         `${l.expiries} / ${l.refusals} / ${l.lost_answers}`,
         '0 / 0 / 0',
         l.expiries + l.refusals + l.lost_answers === 0,
+      ),
+    );
+    // The long jobs must all have run on the distant host, each needing renewals to finish, and
+    // those renewals must have crossed its link: the requirement is about exactly those.
+    const { long, renewals } = l;
+    rules.push(
+      rule(
+        `latency phase: long jobs (${Math.round(l.longJobMs / 1000)} s, longer than the default lease) finished on host ${l.host}, on their first claim`,
+        `${long.finished_on_host} / ${long.first_claim} of ${l.longJobs}`,
+        `= ${l.longJobs} / ${l.longJobs}`,
+        long.finished_on_host === l.longJobs &&
+          long.first_claim === l.longJobs &&
+          long.finished === l.longJobs,
+      ),
+      rule(
+        `latency phase: renewals of those long jobs that crossed host ${l.host}'s link (fewest per job)`,
+        `${renewals.on_host} (${long.min_extensions})`,
+        '≥ 1 per job',
+        long.min_extensions >= 1 && renewals.on_host >= l.longJobs && renewals.on_host === renewals.renewals,
       ),
     );
   }
@@ -211,6 +273,21 @@ export function formatHosts(measures, phases) {
     lines.push(
       '',
       `Latency phase, host ${l.host}: ${l.finished} jobs finished, ${l.renewed_runs} runs long enough to need renewals; lease expiries ${l.expiries}, refusals ${l.refusals}; expiries on any host during the phase ${l.phase_expiries}.`,
+    );
+  if (l?.renewals) {
+    const r = l.renewals;
+    const ms = (x) => (x === null || x === undefined ? '—' : `${Math.round(x)} ms`);
+    lines.push(
+      '',
+      `Long jobs on host ${l.host} (${l.long.finished_on_host} of ${l.longJobs}, ${Math.round(l.longJobMs / 1000)} s each): ${r.renewals} renewals applied (${r.on_host} from host ${l.host}; ${l.long.min_extensions}..${l.long.max_extensions} per job, ${l.long.extensions} in all by the rows' own count); lease left when a renewal landed: min ${ms(r.min_left_ms)}, median ${ms(r.median_left_ms)}, max ${ms(r.max_left_ms)}; time between a claim's renewals: median ${ms(r.median_gap_ms)}, max ${ms(r.max_gap_ms)}.`,
+    );
+  }
+  for (const [host, probe] of Object.entries(measures.rtt ?? {}))
+    lines.push(
+      '',
+      probe.error
+        ? `Round trip from host ${host}: not measured (${probe.error}).`
+        : `Round trip from host ${host} (SELECT 1 through its relay, ${probe.n} queries during the latency phase): median ${probe.medianMs} ms, min ${probe.minMs} ms, max ${probe.maxMs} ms.`,
     );
   return lines.join('\n');
 }

@@ -10,6 +10,9 @@ export const HOSTS_FLAGS = {
   // Jobs of the latency phase (library defaults, one host 50 ms further away), plus its long jobs.
   'latency-jobs': [5000, 0, 200_000],
   'long-jobs': [12, 0, 200],
+  // How long each long job runs: longer than the library's default lease (30 s), so that every
+  // one of them must renew (every 10 s at the defaults) to finish.
+  'long-job-s': [35, 31, 600],
   'workers-per-host': [1, 1, 4],
   concurrency: [16, 1, 200],
   // Each phase's jobs are enqueued over this long: faster than the workers finish them, so that
@@ -36,8 +39,12 @@ export const HOSTS_FLAGS = {
   seed: [1, 0, 2 ** 31 - 1],
 };
 
+/** The phases, in the order they run. */
+export const HOSTS_PHASES = ['fault-free', 'faulted', 'latency'];
+
 export const HOSTS_USAGE = `Usage: npm run chaos:hosts -- [flags]     (needs root: network namespaces)
   --json PATH                 also write the measures and the verdict as JSON
+  --phases LIST               which phases to run, comma-separated (default ${HOSTS_PHASES.join(',')})
 ${Object.entries(HOSTS_FLAGS)
   .map(([name, [fallback, min, max]]) => `  --${name.padEnd(26)}default ${fallback} (${min}..${max})`)
   .join('\n')}
@@ -45,7 +52,8 @@ PostgreSQL runs in network namespace lhh-db, worker host i in lhh-h<i>, joined b
 (10.231.<i>.1 database side, 10.231.<i>.2 host side). Three phases: fault-free (--jobs), faulted
 (--jobs: host 1's link cut --cuts times for longer than its leases, with delay, jitter and loss
 between cuts), latency (--latency-jobs plus --long-jobs that renew, library default lease and
-renewal settings, host 2 --latency-rtt-ms further away). Exit code: 0 every invariant held, 1 one
+renewal settings, host 2 --latency-rtt-ms further away; the long jobs go to a queue only host 2
+serves, so every renewal of theirs crosses the delayed link). Exit code: 0 every invariant held, 1 one
 broke, 2 the harness failed (or not root, or nft/ip missing).`;
 
 /** Parses argv (without node and script); returns options, or { error } with a message. */
@@ -57,6 +65,7 @@ export function parseHostsOptions(argv) {
       strict: true,
       options: {
         json: { type: 'string' },
+        phases: { type: 'string' },
         help: { type: 'boolean', default: false },
         ...Object.fromEntries(Object.keys(HOSTS_FLAGS).map((name) => [name, { type: 'string' }])),
       },
@@ -67,6 +76,15 @@ export function parseHostsOptions(argv) {
   const { values } = parsed;
   if (values.help) return { help: true };
   const options = { json: values.json ?? null };
+  const phases = (values.phases ?? HOSTS_PHASES.join(','))
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
+  const unknown = phases.filter((name) => !HOSTS_PHASES.includes(name));
+  if (unknown.length > 0 || phases.length === 0)
+    return { error: `--phases takes a comma-separated list of ${HOSTS_PHASES.join(', ')}` };
+  // Always in the order of HOSTS_PHASES, each once, whatever order they were named in.
+  options.phases = HOSTS_PHASES.filter((name) => phases.includes(name));
   for (const [name, [fallback, min, max]] of Object.entries(HOSTS_FLAGS)) {
     const text = values[name];
     const value = text === undefined ? fallback : Number(text);
@@ -74,6 +92,11 @@ export function parseHostsOptions(argv) {
       return { error: `--${name} must be an integer from ${min} to ${max}` };
     options[name.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = value;
   }
+  if (options.phases.includes('latency') && options.longJobs === 0)
+    return {
+      error:
+        'the latency phase needs --long-jobs above 0: its renewals are what it checks (to skip it: --phases fault-free,faulted)',
+    };
   if (options.cutMs === 0) options.cutMs = 2 * options.leaseMs + 1000;
   if (options.cutMs <= options.leaseMs + options.sweepMs)
     return {

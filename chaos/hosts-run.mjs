@@ -1,10 +1,13 @@
 // The many-hosts harness proper, started by chaos/hosts.mjs inside the database namespace (lhh-db)
 // once the network exists. It runs PostgreSQL here (listening on loopback, for the producer and
 // the checker, and on each host's database-side address), one relay per host, and the worker
-// processes inside their hosts' namespaces, in three phases of its own: fault-free, faulted (host
-// 1's link cut, with delay, jitter and loss between cuts) and latency (library defaults, host 2
-// further away). Then the chaos checker and this harness's own measures judge the whole run.
+// processes inside their hosts' namespaces, in up to three phases of its own (--phases): fault-free,
+// faulted (host 1's link cut, with delay, jitter and loss between cuts) and latency (library
+// defaults, host 2 further away, long jobs on a queue only host 2 serves). Then the chaos checker
+// and this harness's own measures judge the whole run.
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/lib/environment.mjs';
 import { Leasehold } from '../dist/index.js';
@@ -13,6 +16,7 @@ import { formatHosts, hostInvariants, measureHosts } from './hosts-checks.mjs';
 import { startHost } from './link-faults.mjs';
 import { droppedPackets, hostNames, netemAvailable } from './netns.mjs';
 import { produce } from './producer.mjs';
+import { startRenewalLog, stopRenewalLog } from './renewal-log.mjs';
 import { formatReport, invariants } from './report.mjs';
 import { seededRandom } from './rng.mjs';
 import { createChaosSchema } from './schema.mjs';
@@ -23,9 +27,12 @@ const options = JSON.parse(process.env.LHH_HOSTS_OPTIONS ?? '{}');
 const argvText = process.env.LHH_HOSTS_ARGV ?? '';
 const log = (message) => console.error(`[hosts ${new Date().toISOString().slice(11, 19)}] ${message}`);
 const BACKOFF = { baseMs: 100, maxMs: 2000 };
-const LONG_JOB_MS = 35_000; // longer than the default lease: such a run must renew to finish
 const FAULTY_HOST = 1;
 const LATENCY_HOST = 2;
+// The latency phase's long jobs go to this queue, which only LATENCY_HOST's workers serve: every
+// renewal of theirs then crosses the delayed link (on a shared queue, nearer hosts win the claims).
+const FAR_QUEUE = 'chaos_far';
+const RTT_PROBE = fileURLToPath(new URL('./rtt-probe.mjs', import.meta.url));
 
 async function main() {
   const startedAt = performance.now();
@@ -47,10 +54,16 @@ async function main() {
     for (const w of everyWorker) w.forceKill();
     for (const h of hosts) h.close();
   };
-  for (const signal of ['SIGINT', 'SIGTERM']) {
-    process.once(signal, () => {
+  // `timeout` signals the whole process group, and chaos/hosts.mjs passes SIGTERM on as well: a
+  // second signal must not take the default action (death before the server is stopped).
+  let stopping = false;
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(signal, () => {
+      if (stopping) return;
+      stopping = true;
       log(`${signal}: stopping`);
       stopAll();
+      setTimeout(() => process.exit(2), 10_000).unref();
       server.destroy().finally(() => process.exit(2));
     });
   }
@@ -79,7 +92,17 @@ async function main() {
     const workerFailures = [];
     const producers = [];
 
-    const runPhase = async ({ name, letter, jobs, libraryDefaults, impairments, longJobs = 0, faults }) => {
+    const runPhase = async ({
+      name,
+      letter,
+      jobs,
+      libraryDefaults,
+      impairments,
+      longJobs = 0,
+      longJobMs = 0,
+      farHost = null,
+      faults,
+    }) => {
       log(`phase ${name}: ${jobs} jobs${longJobs ? ` + ${longJobs} long` : ''}`);
       for (const h of hosts) await h.impair(impairments[h.index] ?? {});
       const workers = [];
@@ -100,6 +123,7 @@ async function main() {
             limited: null,
             libraryDefaults,
             honourSignal: true,
+            ...(h.index === farHost && { extraQueue: { name: FAR_QUEUE, concurrency: longJobs } }),
           });
         }
       }
@@ -123,14 +147,15 @@ async function main() {
         return result;
       });
       if (longJobs > 0) {
+        const queue = farHost ? FAR_QUEUE : 'chaos';
         const { ids } = await lh.enqueueMany(
-          'chaos',
+          queue,
           Array.from({ length: longJobs }, () => ({
-            payload: { mode: 'plain', workMs: LONG_JOB_MS },
+            payload: { mode: 'plain', workMs: longJobMs },
             maxAttempts: options.maxAttempts,
           })),
         );
-        for (const id of ids) acked.push({ id, queue: 'chaos', mode: 'plain', delayMs: 0 });
+        for (const id of ids) acked.push({ id, queue, mode: 'plain', delayMs: 0 });
       }
       if (faults) await faults({ workers, producing: () => producing });
       const producer = await production;
@@ -156,59 +181,81 @@ async function main() {
         startedAt: phaseStart,
         endedAt: phaseEnd,
         seconds: (performance.now() - t0) / 1000,
-        longJobMs: LONG_JOB_MS,
+        longJobMs,
+        longJobs,
         impairments,
         dropped,
       };
     };
 
     const phases = [];
-    phases.push(await runPhase({ name: 'fault-free', letter: 'b', jobs: options.jobs, impairments: {} }));
+    const wanted = (name) => options.phases.includes(name);
+    if (wanted('fault-free'))
+      phases.push(await runPhase({ name: 'fault-free', letter: 'b', jobs: options.jobs, impairments: {} }));
     const faultyImpairment = {
       rttMs: options.faultyRttMs,
       jitterMs: options.faultyJitterMs,
       lossPct: options.faultyLossPct,
     };
-    phases.push(
-      await runPhase({
-        name: 'faulted',
-        letter: 'f',
-        jobs: options.jobs,
-        impairments: { [FAULTY_HOST]: { ...faultyImpairment, cuts: options.cuts, cutMs: options.cutMs } },
-        faults: async ({ workers }) => {
-          const host = hosts[FAULTY_HOST - 1];
-          const labels = workers.filter((w) => w.host === FAULTY_HOST).map((w) => w.worker.label);
-          for (let n = 0; n < options.cuts; n++) {
-            await sleep(n === 0 ? 4000 : options.cutGapMs);
-            const injectedAt = await dbNow();
-            host.cut();
-            log(`cut host ${FAULTY_HOST}'s link for ${options.cutMs} ms (${n + 1}/${options.cuts})`);
-            await sleep(options.cutMs);
-            host.restore();
-            const healedAt = await dbNow();
-            cuts.push({
-              host: FAULTY_HOST,
-              phase: 'f',
-              injectedAt,
-              healedAt,
-              leaseMs: options.leaseMs,
-              labels,
-            });
-          }
-        },
-      }),
-    );
-    if (options.latencyJobs + options.longJobs > 0)
+    if (wanted('faulted'))
+      phases.push(
+        await runPhase({
+          name: 'faulted',
+          letter: 'f',
+          jobs: options.jobs,
+          impairments: { [FAULTY_HOST]: { ...faultyImpairment, cuts: options.cuts, cutMs: options.cutMs } },
+          faults: async ({ workers }) => {
+            const host = hosts[FAULTY_HOST - 1];
+            const labels = workers.filter((w) => w.host === FAULTY_HOST).map((w) => w.worker.label);
+            for (let n = 0; n < options.cuts; n++) {
+              await sleep(n === 0 ? 4000 : options.cutGapMs);
+              const injectedAt = await dbNow();
+              host.cut();
+              log(`cut host ${FAULTY_HOST}'s link for ${options.cutMs} ms (${n + 1}/${options.cuts})`);
+              await sleep(options.cutMs);
+              host.restore();
+              const healedAt = await dbNow();
+              cuts.push({
+                host: FAULTY_HOST,
+                phase: 'f',
+                injectedAt,
+                healedAt,
+                leaseMs: options.leaseMs,
+                labels,
+              });
+            }
+          },
+        }),
+      );
+    const rtt = {};
+    if (wanted('latency')) {
+      await startRenewalLog(admin);
       phases.push(
         await runPhase({
           name: 'latency',
           letter: 'l',
           jobs: Math.max(1, options.latencyJobs),
           longJobs: options.longJobs,
+          longJobMs: options.longJobS * 1000,
+          farHost: LATENCY_HOST,
           libraryDefaults: true,
           impairments: { [LATENCY_HOST]: { rttMs: options.latencyRttMs } },
+          // While the long jobs run: the round trip as a client on the delayed host sees it,
+          // beside one on an undelayed host.
+          faults: async () => {
+            await sleep(15_000);
+            for (const i of [LATENCY_HOST, LATENCY_HOST === 1 ? 2 : 1]) {
+              const host = hosts[i - 1];
+              rtt[i] = await probeRtt(host.ns, host.connectionString).catch((err) => ({
+                error: err.message,
+              }));
+              log(`round trip from host ${i}: ${JSON.stringify(rtt[i])}`);
+            }
+          },
         }),
       );
+      await stopRenewalLog(admin);
+    }
 
     const records = cuts.flatMap((c) =>
       c.labels.map((label) => ({
@@ -233,11 +280,28 @@ async function main() {
       },
       slowestMs: Math.max(0, ...producers.map((p) => p.slowestMs)),
     };
-    const run = { producer, nemesisErrors: [], workerFailures, requestedKinds: new Set(['partition']) };
+    const run = {
+      producer,
+      nemesisErrors: [],
+      workerFailures,
+      requestedKinds: new Set(wanted('faulted') ? ['partition'] : []),
+    };
     const rules = invariants(facts, run);
-    const measures = await measureHosts(admin, { phases, cuts, latencyHost: LATENCY_HOST });
+    const measures = await measureHosts(admin, {
+      phases,
+      cuts,
+      latencyHost: LATENCY_HOST,
+      farQueue: FAR_QUEUE,
+    });
+    measures.rtt = rtt;
     const healthyHosts = hosts.map((h) => h.index).filter((i) => i !== FAULTY_HOST);
-    rules.push(...hostInvariants(measures, { healthyHosts, minThroughputPct: options.minThroughputPct }));
+    rules.push(
+      ...hostInvariants(measures, {
+        healthyHosts,
+        minThroughputPct: options.minThroughputPct,
+        phases: options.phases,
+      }),
+    );
     const undrained = phases.filter((p) => !p.drained).map((p) => p.name);
     rules.push({
       name: 'phases that did not drain',
@@ -249,9 +313,11 @@ async function main() {
     console.log(formatReport(facts, rules, run));
     console.log('');
     console.log(formatHosts(measures, phases));
-    console.log(
-      `\nPackets dropped by nft on host ${FAULTY_HOST} in the faulted phase: ${phases[1].dropped[FAULTY_HOST]}.`,
-    );
+    const faulted = phases.find((p) => p.name === 'faulted');
+    if (faulted)
+      console.log(
+        `\nPackets dropped by nft on host ${FAULTY_HOST} in the faulted phase: ${faulted.dropped[FAULTY_HOST]}.`,
+      );
     console.log(
       `\nFinished in ${Math.round((performance.now() - startedAt) / 1000)} s; load average at end (1/5/15 min): ${loadAverage()}`,
     );
@@ -322,6 +388,29 @@ async function saveRecords(admin, acked, records) {
       [++id, r.kind, r.target, r.injectedAt, r.healedAt, JSON.stringify(r.detail)],
     );
   }
+}
+
+// Runs chaos/rtt-probe.mjs inside namespace `ns`; resolves with its JSON answer.
+function probeRtt(ns, connectionString) {
+  return new Promise((resolve, reject) => {
+    const child = spawn('ip', ['netns', 'exec', ns, process.execPath, RTT_PROBE, connectionString, '50'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      err += chunk;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(JSON.parse(out));
+      else reject(new Error(`rtt probe in ${ns} failed (${code}): ${err.trim()}`));
+    });
+  });
 }
 
 function sleep(ms) {

@@ -10,6 +10,10 @@ import { HOSTS_USAGE, parseHostsOptions } from './hosts-options.mjs';
 import { createNetwork, DB_NS, hasCommand, removeNetwork } from './netns.mjs';
 
 const RUN_SCRIPT = fileURLToPath(new URL('./hosts-run.mjs', import.meta.url));
+const JANITOR_SCRIPT = fileURLToPath(new URL('./hosts-janitor.mjs', import.meta.url));
+// After a signal, how long the harness gets to stop its server and workers before it is killed.
+const STOP_GRACE_MS = 15_000;
+let janitor = null;
 
 function main() {
   const options = parseHostsOptions(process.argv.slice(2));
@@ -37,6 +41,16 @@ function main() {
     );
     return 2;
   }
+  // Started before the network exists: if this process is killed (even by SIGKILL) from here on,
+  // the janitor removes the network.
+  janitor = spawn(process.execPath, [JANITOR_SCRIPT], {
+    detached: true,
+    stdio: ['pipe', 'ignore', 'ignore'],
+  });
+  janitor.on('error', () => {});
+  janitor.unref();
+  janitor.stdin.on('error', () => {});
+  janitor.stdin.unref?.(); // the pipe alone must not keep this process alive
   const leftovers = removeNetwork();
   if (leftovers.length > 0)
     console.error(`chaos:hosts: removed leftovers of an earlier run: ${leftovers.join(', ')}`);
@@ -56,10 +70,23 @@ function main() {
         LHH_HOSTS_ARGV: process.argv.slice(2).join(' '),
       },
     });
-    // A Ctrl-C reaches the child too (same process group): it stops its processes and exits 2;
-    // this process then removes the network. SIGTERM is passed on.
-    process.on('SIGINT', () => {});
-    process.on('SIGTERM', () => child.kill('SIGTERM'));
+    // A signal (Ctrl-C, `timeout`'s SIGTERM, a closed terminal's SIGHUP) is passed on: the child
+    // stops its processes and server and exits 2; this process then removes the network. If the
+    // child has not gone within STOP_GRACE_MS, it is killed and the network removed anyway.
+    let signalled = false;
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+      process.on(signal, () => {
+        child.kill('SIGTERM');
+        if (signalled) return;
+        signalled = true;
+        setTimeout(() => {
+          console.error(`chaos:hosts: the harness did not stop within ${STOP_GRACE_MS} ms; killing it`);
+          child.kill('SIGKILL');
+          cleanUp();
+          process.exit(2);
+        }, STOP_GRACE_MS).unref();
+      });
+    }
     child.on('exit', (code, signal) => {
       cleanUp();
       resolve(code ?? (signal ? 2 : 2));
@@ -75,6 +102,8 @@ function main() {
 function cleanUp() {
   try {
     removeNetwork();
+    // Removed: the janitor has nothing left to do.
+    janitor?.stdin.end('done');
   } catch (err) {
     console.error(`chaos:hosts: ${err.message}`);
   }

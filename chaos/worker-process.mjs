@@ -12,6 +12,9 @@
 // waiting on a heartbeat past their own local deadline: what a handler on a partitioned host must
 // do so that its run does not outlive its lease. The abandoned call may still land when the link
 // returns; the fence refuses it, or the downstream deduplicates it by key.
+// A third, `extraQueue` ({ name, concurrency }), serves one more queue with the same handler and
+// the same lease settings: the many-hosts harness gives it to one host only, so that the jobs it
+// enqueues there (long ones, which must renew) run on that host and nowhere else.
 import pg from 'pg';
 import { DEFAULT_LEASE_MS, Leasehold, RetryableError } from '../dist/index.js';
 import { LedgerWriter } from './ledger-writer.mjs';
@@ -70,6 +73,14 @@ async function start(config) {
         ...(!config.libraryDefaults && { leaseMs: config.leaseMs, renew: 'progress' }),
         unknownErrorAttempts: config.maxAttempts,
       },
+      ...(config.extraQueue && {
+        [config.extraQueue.name]: {
+          handler: (job) => runHandler(job, config.extraQueue.name),
+          concurrency: config.extraQueue.concurrency,
+          ...(!config.libraryDefaults && { leaseMs: config.leaseMs, renew: 'progress' }),
+          unknownErrorAttempts: config.maxAttempts,
+        },
+      }),
     },
     ...(!config.libraryDefaults && {
       pollIntervalMs: config.pollIntervalMs,
@@ -153,7 +164,7 @@ async function recordStart(job, owner, queue) {
   }
 }
 
-async function runHandler(job) {
+async function runHandler(job, queue = 'chaos') {
   const { ledger, owner } = state;
   const claimId = claimIdOf(job);
   const ref = {
@@ -168,7 +179,7 @@ async function runHandler(job) {
   const signal = state.config.honourSignal ? job.signal : null;
   let recorded;
   try {
-    recorded = await orAbort(recordStart(ref, owner, 'chaos'), signal);
+    recorded = await orAbort(recordStart(ref, owner, queue), signal);
   } catch (err) {
     // The lease went while the start record was on its way: the handler did nothing at all.
     ledger.append('run_ends', [job.id, job.token, owner, 0, 'start-abandoned']);

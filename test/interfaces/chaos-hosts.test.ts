@@ -7,6 +7,10 @@ import { describe, expect, it } from 'vitest';
 const options = (await import('../../chaos/hosts-options.mjs' as string)) as {
   parseHostsOptions(argv: string[]): Record<string, unknown>;
 };
+type Rule = { name: string; ok: boolean };
+const checks = (await import('../../chaos/hosts-checks.mjs' as string)) as {
+  hostInvariants(measures: Record<string, unknown>, o: Record<string, unknown>): Rule[];
+};
 const relayModule = (await import('../../chaos/relay.mjs' as string)) as {
   startRelay(o: Record<string, unknown>): Promise<{ port: number; close(): Promise<void> }>;
 };
@@ -22,9 +26,67 @@ describe('chaos:hosts flags', () => {
     expect(options.parseHostsOptions(['--nope']).error).toMatch(/nope/);
   });
 
+  it('runs every phase unless --phases names some, in their own order, each once', () => {
+    expect(options.parseHostsOptions([]).phases).toEqual(['fault-free', 'faulted', 'latency']);
+    expect(options.parseHostsOptions(['--phases', 'latency']).phases).toEqual(['latency']);
+    expect(options.parseHostsOptions(['--phases', 'latency,fault-free,latency']).phases).toEqual([
+      'fault-free',
+      'latency',
+    ]);
+    expect(options.parseHostsOptions(['--phases', 'latency,nope']).error).toMatch(/--phases takes/);
+    expect(options.parseHostsOptions(['--phases', ',']).error).toMatch(/--phases takes/);
+  });
+
+  it('gives the latency phase long jobs longer than the default lease, and refuses it none', () => {
+    expect(options.parseHostsOptions([])).toMatchObject({ longJobs: 12, longJobS: 35 });
+    expect(options.parseHostsOptions(['--long-job-s', '30']).error).toMatch(
+      /--long-job-s must be an integer from 31/,
+    );
+    expect(options.parseHostsOptions(['--long-jobs', '0']).error).toMatch(/needs --long-jobs above 0/);
+    expect(options.parseHostsOptions(['--long-jobs', '0', '--phases', 'fault-free,faulted']).phases).toEqual([
+      'fault-free',
+      'faulted',
+    ]);
+  });
+
   it('refuses a cut that would not outlast the leases', () => {
     expect(options.parseHostsOptions(['--cut-ms', '3000']).error).toMatch(/--cut-ms must be longer/);
     expect(options.parseHostsOptions(['--cut-ms', '4000']).cutMs).toBe(4000);
+  });
+});
+
+describe('the latency phase checks', () => {
+  // Measures as measureHosts reads them after a latency-only run: 12 long jobs, 3 renewals each.
+  const latency = (long: Record<string, number>, renewals: Record<string, number>) => ({
+    partitions: [],
+    throughput: [],
+    latency: {
+      host: 2,
+      longJobs: 12,
+      longJobMs: 35_000,
+      expiries: 0,
+      refusals: 0,
+      lost_answers: 0,
+      long: { finished: 12, finished_on_host: 12, first_claim: 12, min_extensions: 3, ...long },
+      renewals: { renewals: 36, on_host: 36, ...renewals },
+    },
+  });
+  const judge = (measures: Record<string, unknown>) =>
+    checks.hostInvariants(measures, { healthyHosts: [2, 3], minThroughputPct: 80, phases: ['latency'] });
+
+  it('judges only the phases that ran, and holds when every long job renewed across the link', () => {
+    const rules = judge(latency({}, {}));
+    expect(rules.map((r) => r.name).join('\n')).not.toMatch(/link cuts|healthy host/);
+    expect(rules).toHaveLength(3);
+    expect(rules.every((r) => r.ok)).toBe(true);
+  });
+
+  it('fails when a long job ran elsewhere, was claimed twice, or never renewed', () => {
+    const failed = (measures: Record<string, unknown>) => judge(measures).filter((r) => !r.ok);
+    expect(failed(latency({ finished_on_host: 11 }, {}))).toHaveLength(1);
+    expect(failed(latency({ first_claim: 11 }, {}))).toHaveLength(1);
+    expect(failed(latency({ min_extensions: 0 }, {}))).toHaveLength(1);
+    expect(failed(latency({}, { renewals: 37 }))).toHaveLength(1);
   });
 });
 

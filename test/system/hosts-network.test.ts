@@ -2,9 +2,11 @@
 // loss and link cuts, all removed again. Needs root, iproute2 and nftables, which the system
 // suite's setup requires (test/system/global-setup.ts); it uses a prefix of its own, so it never
 // touches a harness run's network.
+import { spawn } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 
 process.env.LHH_NETNS_PREFIX = 'lhhtst';
+const JANITOR = new URL('../../chaos/hosts-janitor.mjs', import.meta.url).pathname;
 const netns = (await import('../../chaos/netns.mjs' as string)) as {
   PREFIX: string;
   createNetwork(hosts: number): void;
@@ -39,5 +41,23 @@ describe('the harness network (root, iproute2, nftables)', () => {
     expect(netns.removeNetwork().sort()).toEqual(['lhhtst-db', 'lhhtst-h1', 'lhhtst-h2']);
     expect(netns.ourNamespaces()).toEqual([]);
     expect(netns.run('ip', ['netns', 'list'])).not.toMatch(/lhhtst-/);
+  });
+
+  // The janitor (chaos/hosts-janitor.mjs) removes the network when the harness that started it
+  // dies without saying it cleaned up, and leaves it alone when told `done`.
+  function janitor(say: string) {
+    const child = spawn(process.execPath, [JANITOR], { stdio: ['pipe', 'ignore', 'inherit'] });
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    child.stdin.end(say);
+    return exited;
+  }
+
+  it('has a janitor that removes the network when the harness dies without cleaning up', async () => {
+    netns.removeNetwork();
+    netns.createNetwork(1);
+    await janitor('done');
+    expect(netns.ourNamespaces().sort()).toEqual(['lhhtst-db', 'lhhtst-h1']);
+    await janitor('');
+    expect(netns.ourNamespaces()).toEqual([]);
   });
 });
