@@ -22,7 +22,8 @@ interface Pending<T> {
 
 /**
  * Gathers completions, failures and snoozes from many concurrent jobs into one fenced statement
- * per kind. A flush starts on the next tick (or after `delayMs`) and the next one as soon as the
+ * per kind and queue (a statement names its one queue, so that a layout split by queue answers it
+ * from one part: docs/scaling.md; a worker's flush is usually of one queue). A flush starts on the next tick (or after `delayMs`) and the next one as soon as the
  * previous answers, so under load each statement carries everything that finished meanwhile.
  * A database error keeps the writes queued and retries with backoff: the fence makes a late
  * write harmless, and a job whose lease lapses meanwhile is recovered by the sweep. A write whose
