@@ -8,11 +8,11 @@ import type { StatementWatch } from './statement-watch.js';
  * was demoted, or made read-only), 57P01/57P02 (administrator or crash shutdown) and 57P03 (cannot
  * connect now: starting up or shutting down). The next connection then goes through the host list.
  */
-const LEAVE_SERVER = new Set(['25006', '57P01', '57P02', '57P03']);
+export const LEAVE_SERVER: ReadonlySet<string> = new Set(['25006', '57P01', '57P02', '57P03']);
 /** How long a fitting host waits for hosts listed before it that have not answered yet. */
 const PREFERENCE_GRACE_MS = 1000;
 /** Driver errors saying the connection itself is gone or unreachable. */
-const CONNECTION_GONE = new Set([
+export const CONNECTION_GONE: ReadonlySet<string> = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
   'EPIPE',

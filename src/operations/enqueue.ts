@@ -19,6 +19,7 @@ import {
   scheduleFromOptions,
   serialisePayload,
 } from '../validation.js';
+import { retryWhileAnswerLost } from './answer-lost.js';
 import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
 
 const PRIORITY_LIMIT = 1_000_000;
@@ -64,7 +65,11 @@ async function enqueueOne(
     if (job.orderingKey !== null) {
       throw new ValidationError('options.orderingKey', 'cannot be combined with idempotencyKey yet');
     }
-    return insertKeyedJob(db, schema, queue, job, key);
+    // On a pool, an attempt whose answer was lost (the primary went away) is sent again: the key
+    // makes that safe, and finds the job if the first attempt had committed. In a caller's
+    // transaction the error is the caller's: the transaction is gone.
+    if (options.client !== undefined) return insertKeyedJob(db, schema, queue, job, key);
+    return retryWhileAnswerLost(() => insertKeyedJob(db, schema, queue, job, key));
   }
   if (job.orderingKey !== null) {
     const [id] = await insertOrderedJobs(db, schema, queue, [job]);

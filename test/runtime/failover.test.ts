@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Leasehold } from '../../src/index.js';
+import { DatabaseError, Leasehold } from '../../src/index.js';
 import { directDatabaseUrl, dropSchema, uniqueSchema, waitFor } from '../support/db.js';
 import { type RestartablePostgres, startRestartablePostgres } from '../support/restartable-postgres.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
@@ -200,6 +200,48 @@ describe('a host list with target_session_attrs=read-write', () => {
       );
     } finally {
       await worker.stop();
+      await setReadOnly(other.connectionString, false);
+    }
+  });
+
+  it('sends an enqueue with an idempotency key again when its server is demoted under it, and surfaces one without a key', async () => {
+    const lh = client({
+      connectionString: directDatabaseUrl(),
+      hosts: [
+        { host: '127.0.0.1', port: otherPort },
+        { host: '127.0.0.1', port: mainPort },
+      ],
+      targetSessionAttrs: 'read-write',
+      poolSize: 2,
+      listen: false,
+    });
+    await lh.migrate(); // on the first server, writable for now
+    const twin = new Leasehold({ connectionString: directDatabaseUrl(), schema: lh.schema });
+    clients.push(twin);
+    await twin.migrate();
+    // Both pooled connections open on the first server, and idle: the demotion reaches them there.
+    const ports = await Promise.all(
+      [0, 1].map(() => lh.pool.query<{ port: number }>('SELECT inet_server_port() AS port, pg_sleep(0.05)')),
+    );
+    expect(ports.map((r) => r.rows[0]?.port)).toEqual([otherPort, otherPort]);
+    await setReadOnly(other.connectionString, true);
+    try {
+      // Without a key, a lost or refused enqueue is the caller's to see: it may not be sent again.
+      const plain = await lh.enqueue('orders', { n: 1 }).catch((err: unknown) => err);
+      expect(plain).toBeInstanceOf(DatabaseError);
+      expect((plain as DatabaseError).sqlState).toBe('25006');
+      // With a key, the second pooled connection's refusal is followed by a new attempt, which the
+      // host list sends to the writable server: one job, created there.
+      const keyed = await lh.enqueue('orders', { n: 2 }, { idempotencyKey: 'order-2' });
+      expect(keyed.created).toBe(true);
+      expect(await twin.getJob(keyed.id)).toMatchObject({ queueName: 'orders', status: 'pending' });
+      expect(await serverPort(lh)).toBe(mainPort);
+      // Sent again by its producer, the same key finds the same job.
+      expect(await lh.enqueue('orders', { n: 2 }, { idempotencyKey: 'order-2' })).toEqual({
+        id: keyed.id,
+        created: false,
+      });
+    } finally {
       await setReadOnly(other.connectionString, false);
     }
   });
