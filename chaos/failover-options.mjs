@@ -1,6 +1,7 @@
 // Command-line flags of `npm run chaos:failover`. Every number is bounded, as in options.mjs, so a
 // typo cannot start a run that never ends.
 import { parseArgs } from 'node:util';
+import { integerFlagOptions, integerFlagUsage, readIntegerFlags } from './bounded-flags.mjs';
 
 /** Flag name -> [default, smallest, largest]. */
 const INTEGER_FLAGS = {
@@ -26,9 +27,7 @@ const USAGE = `Usage: npm run chaos:failover -- --mode sync|async [flags]
   --mode MODE             sync: synchronous_standby_names names the standby, synchronous_commit on;
                           async: synchronous_standby_names empty (required)
   --json PATH             also write the measures and the verdict as JSON
-${Object.entries(INTEGER_FLAGS)
-  .map(([name, [fallback, min, max]]) => `  --${name.padEnd(22)}default ${fallback} (${min}..${max})`)
-  .join('\n')}
+${integerFlagUsage(INTEGER_FLAGS, 22)}
 Starts a primary, a streaming standby (a cold copy of the primary) and a third small server for
 the ledger; producers and worker processes connect with the host list
 127.0.0.1:primary,127.0.0.1:standby and target_session_attrs=read-write. Once --kill-after
@@ -48,7 +47,7 @@ export function parseFailoverOptions(argv) {
         mode: { type: 'string' },
         json: { type: 'string' },
         help: { type: 'boolean', default: false },
-        ...Object.fromEntries(Object.keys(INTEGER_FLAGS).map((name) => [name, { type: 'string' }])),
+        ...integerFlagOptions(INTEGER_FLAGS),
       },
     });
   } catch (err) {
@@ -61,13 +60,8 @@ export function parseFailoverOptions(argv) {
   }
   if (!MODES.includes(values.mode)) fail('--mode must be sync or async');
   const options = { mode: values.mode, json: values.json ?? null };
-  for (const [name, [fallback, min, max]] of Object.entries(INTEGER_FLAGS)) {
-    const text = values[name];
-    const value = text === undefined ? fallback : Number(text);
-    if (!Number.isInteger(value) || value < min || value > max)
-      fail(`--${name} must be an integer from ${min} to ${max}`);
-    options[name.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = value;
-  }
+  const flagError = readIntegerFlags(INTEGER_FLAGS, values, options);
+  if (flagError) fail(flagError);
   if (options.killAfter === 0) options.killAfter = Math.floor(options.jobs / 2);
   if (options.killAfter >= options.jobs) fail('--kill-after must be below --jobs');
   return options;

@@ -1,6 +1,7 @@
 // Command-line flags of `npm run chaos:hosts`. Every number is bounded, so a typo cannot start a
 // run that never ends or a network that cannot be built.
 import { parseArgs } from 'node:util';
+import { integerFlagOptions, integerFlagUsage, readIntegerFlags } from './bounded-flags.mjs';
 
 /** Flag name -> [default, smallest, largest]. */
 export const HOSTS_FLAGS = {
@@ -45,9 +46,7 @@ export const HOSTS_PHASES = ['fault-free', 'faulted', 'latency'];
 export const HOSTS_USAGE = `Usage: npm run chaos:hosts -- [flags]     (needs root: network namespaces)
   --json PATH                 also write the measures and the verdict as JSON
   --phases LIST               which phases to run, comma-separated (default ${HOSTS_PHASES.join(',')})
-${Object.entries(HOSTS_FLAGS)
-  .map(([name, [fallback, min, max]]) => `  --${name.padEnd(26)}default ${fallback} (${min}..${max})`)
-  .join('\n')}
+${integerFlagUsage(HOSTS_FLAGS, 26)}
 PostgreSQL runs in network namespace lhh-db, worker host i in lhh-h<i>, joined by its own veth pair
 (10.231.<i>.1 database side, 10.231.<i>.2 host side). Three phases: fault-free (--jobs), faulted
 (--jobs: host 1's link cut --cuts times for longer than its leases, with delay, jitter and loss
@@ -67,7 +66,7 @@ export function parseHostsOptions(argv) {
         json: { type: 'string' },
         phases: { type: 'string' },
         help: { type: 'boolean', default: false },
-        ...Object.fromEntries(Object.keys(HOSTS_FLAGS).map((name) => [name, { type: 'string' }])),
+        ...integerFlagOptions(HOSTS_FLAGS),
       },
     });
   } catch (err) {
@@ -85,13 +84,8 @@ export function parseHostsOptions(argv) {
     return { error: `--phases takes a comma-separated list of ${HOSTS_PHASES.join(', ')}` };
   // Always in the order of HOSTS_PHASES, each once, whatever order they were named in.
   options.phases = HOSTS_PHASES.filter((name) => phases.includes(name));
-  for (const [name, [fallback, min, max]] of Object.entries(HOSTS_FLAGS)) {
-    const text = values[name];
-    const value = text === undefined ? fallback : Number(text);
-    if (!Number.isInteger(value) || value < min || value > max)
-      return { error: `--${name} must be an integer from ${min} to ${max}` };
-    options[name.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = value;
-  }
+  const flagError = readIntegerFlags(HOSTS_FLAGS, values, options);
+  if (flagError) return { error: flagError };
   if (options.phases.includes('latency') && options.longJobs === 0)
     return {
       error:

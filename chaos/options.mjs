@@ -1,6 +1,7 @@
 // Command-line flags of `npm run chaos`. Every number is bounded, so a typo cannot start a run
 // that never ends.
 import { parseArgs } from 'node:util';
+import { integerFlagOptions, integerFlagUsage, readIntegerFlags } from './bounded-flags.mjs';
 import { FAULT_KINDS } from './faults.mjs';
 
 /** Flag name -> [default, smallest, largest]. */
@@ -32,9 +33,7 @@ const INTEGER_FLAGS = {
 const USAGE = `Usage: npm run chaos -- [flags]
   --faults LIST           comma-separated subset of: ${FAULT_KINDS.join(',')} (default: all)
   --json PATH             also write the measures and the verdict as JSON
-${Object.entries(INTEGER_FLAGS)
-  .map(([name, [fallback, min, max]]) => `  --${name.padEnd(22)}default ${fallback} (${min}..${max})`)
-  .join('\n')}
+${integerFlagUsage(INTEGER_FLAGS, 22)}
 Jobs are enqueued evenly over --duration-s; faults run one scheduled round, then at random
 until the last job is enqueued. With 'skew' two of the workers run with their clock 10 minutes
 ahead and behind. The harness always starts its own PostgreSQL (it must crash and restart it);
@@ -59,7 +58,7 @@ export function parseOptions(argv) {
         faults: { type: 'string' },
         json: { type: 'string' },
         help: { type: 'boolean', default: false },
-        ...Object.fromEntries(Object.keys(INTEGER_FLAGS).map((name) => [name, { type: 'string' }])),
+        ...integerFlagOptions(INTEGER_FLAGS),
       },
     });
   } catch (err) {
@@ -80,13 +79,8 @@ export function parseOptions(argv) {
     if (unknown.length > 0) fail(`--faults: unknown fault ${unknown.join(', ')}`);
     options.faults = new Set(chosen);
   }
-  for (const [name, [fallback, min, max]] of Object.entries(INTEGER_FLAGS)) {
-    const text = values[name];
-    const value = text === undefined ? fallback : Number(text);
-    if (!Number.isInteger(value) || value < min || value > max)
-      fail(`--${name} must be an integer from ${min} to ${max}`);
-    options[name.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = value;
-  }
+  const flagError = readIntegerFlags(INTEGER_FLAGS, values, options);
+  if (flagError) fail(flagError);
   if (options.faults.has('skew') && options.workers < 3) fail('--faults skew needs --workers 3 or more');
   return options;
 }
