@@ -19,6 +19,7 @@ import { produce } from './producer.mjs';
 import { startRenewalLog, stopRenewalLog } from './renewal-log.mjs';
 import { formatReport, invariants } from './report.mjs';
 import { seededRandom } from './rng.mjs';
+import { reportProgress, saveRecords } from './run-records.mjs';
 import { createChaosSchema } from './schema.mjs';
 import { startServer } from './server.mjs';
 import { ChaosWorker } from './workers.mjs';
@@ -130,7 +131,7 @@ async function main() {
       const phaseStart = await dbNow();
       const t0 = performance.now();
       let producing = true;
-      const progress = setInterval(() => void reportProgress(admin), 10_000);
+      const progress = setInterval(() => void reportProgress(admin, log), 10_000);
       const production = produce({
         lh,
         jobs,
@@ -352,42 +353,6 @@ async function drain(admin, timeoutMs) {
     await sleep(250);
   }
   return false;
-}
-
-async function reportProgress(admin) {
-  const { rows } = await admin
-    .query(
-      `SELECT (SELECT count(*) FROM leasehold.finished_jobs)::int AS done,
-              (SELECT count(*) FROM leasehold.jobs WHERE status = 'pending')::int AS pending,
-              (SELECT count(*) FROM leasehold.jobs WHERE status = 'running')::int AS running`,
-    )
-    .catch(() => ({ rows: [] }));
-  if (rows[0])
-    log(`progress: ${rows[0].done} succeeded, ${rows[0].pending} pending, ${rows[0].running} running`);
-}
-
-// The acknowledged jobs and the cuts, in the chaos checker's tables.
-async function saveRecords(admin, acked, records) {
-  for (let i = 0; i < acked.length; i += 10_000) {
-    const slice = acked.slice(i, i + 10_000);
-    await admin.query(
-      `INSERT INTO chaos.acked (job_id, queue, mode, delay_ms)
-       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])`,
-      [
-        slice.map((a) => a.id),
-        slice.map((a) => a.queue),
-        slice.map((a) => a.mode),
-        slice.map((a) => a.delayMs),
-      ],
-    );
-  }
-  let id = 0;
-  for (const r of records) {
-    await admin.query(
-      'INSERT INTO chaos.faults (id, kind, target, injected_at, healed_at, detail) VALUES ($1, $2, $3, $4, $5, $6)',
-      [++id, r.kind, r.target, r.injectedAt, r.healedAt, JSON.stringify(r.detail)],
-    );
-  }
 }
 
 // Runs chaos/rtt-probe.mjs inside namespace `ns`; resolves with its JSON answer.

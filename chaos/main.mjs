@@ -24,6 +24,7 @@ import { parseOptions } from './options.mjs';
 import { produce } from './producer.mjs';
 import { formatReport, invariants } from './report.mjs';
 import { seededRandom } from './rng.mjs';
+import { reportProgress, saveRecords } from './run-records.mjs';
 import { createChaosSchema } from './schema.mjs';
 import { startServer } from './server.mjs';
 import { ChaosWorker } from './workers.mjs';
@@ -158,7 +159,7 @@ async function main() {
     );
 
     let producing = true;
-    const progress = setInterval(() => void reportProgress(admin), 5000);
+    const progress = setInterval(() => void reportProgress(admin, log), 5000);
     const production = produce({
       lh,
       jobs: options.jobs,
@@ -281,41 +282,6 @@ async function drain(admin, timeoutMs, schemas) {
     await sleep(250);
   }
   return false;
-}
-
-async function reportProgress(admin) {
-  const { rows } = await admin
-    .query(
-      `SELECT (SELECT count(*) FROM leasehold.finished_jobs)::int AS done,
-              (SELECT count(*) FROM leasehold.jobs WHERE status = 'pending')::int AS pending,
-              (SELECT count(*) FROM leasehold.jobs WHERE status = 'running')::int AS running`,
-    )
-    .catch(() => ({ rows: [] }));
-  if (rows[0])
-    log(`progress: ${rows[0].done} succeeded, ${rows[0].pending} pending, ${rows[0].running} running`);
-}
-
-async function saveRecords(admin, acked, records) {
-  for (let i = 0; i < acked.length; i += 10_000) {
-    const slice = acked.slice(i, i + 10_000);
-    await admin.query(
-      `INSERT INTO chaos.acked (job_id, queue, mode, delay_ms)
-       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])`,
-      [
-        slice.map((a) => a.id),
-        slice.map((a) => a.queue),
-        slice.map((a) => a.mode),
-        slice.map((a) => a.delayMs),
-      ],
-    );
-  }
-  let id = 0;
-  for (const r of records.sort((a, b) => a.injectedAt - b.injectedAt)) {
-    await admin.query(
-      'INSERT INTO chaos.faults (id, kind, target, injected_at, healed_at, detail) VALUES ($1, $2, $3, $4, $5, $6)',
-      [++id, r.kind, r.target, r.injectedAt, r.healedAt, JSON.stringify(r.detail ?? {})],
-    );
-  }
 }
 
 function sleep(ms) {
