@@ -31,6 +31,18 @@ export const OWN_SERVER_FILES = [
   'test/interfaces/readme-quick-start.test.ts',
 ];
 
+/**
+ * Files whose time is the `leasehold` command's processes starting (about a second each): its
+ * arguments, output and exit codes, which do not depend on the server. The statements they make
+ * are the API's, which the rest of the suite runs on every server; a second pass on another server
+ * (vitest.other-server.config.ts) leaves them out, and `npm test` runs them.
+ */
+export const CLI_PROCESS_FILES = [
+  'test/interfaces/cli.test.ts',
+  'test/hostile/hostile-cli.test.ts',
+  'test/interfaces/observability-cli.test.ts',
+];
+
 // `npm test`: everything that needs only Node.js and npm. The system suite (test/system, needs
 // PgBouncer from the system's packages) and the slow suite (test/slow, real-length timings) have
 // configurations of their own: vitest.system.config.ts and vitest.slow.config.ts.
