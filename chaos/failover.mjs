@@ -15,6 +15,7 @@ import { copyLedger, splitTimeline } from './failover-timeline.mjs';
 import { produce } from './producer.mjs';
 import { formatReport, invariants } from './report.mjs';
 import { seededRandom } from './rng.mjs';
+import { drain } from './run-records.mjs';
 import { createChaosSchema } from './schema.mjs';
 import { startServer, startStandby } from './server.mjs';
 import { ChaosWorker } from './workers.mjs';
@@ -317,18 +318,6 @@ async function listenersBack(admin, expected, timeoutMs) {
     await sleep(20);
   }
   return null;
-}
-
-async function drain(admin, timeoutMs) {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    const { rows } = await admin
-      .query(`SELECT count(*)::int AS n FROM leasehold.jobs WHERE status IN ('pending', 'running')`)
-      .catch(() => ({ rows: [{ n: -1 }] }));
-    if (rows[0].n === 0) return true;
-    await sleep(250);
-  }
-  return false;
 }
 
 function sleep(ms) {

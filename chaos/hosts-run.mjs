@@ -19,7 +19,7 @@ import { produce } from './producer.mjs';
 import { startRenewalLog, stopRenewalLog } from './renewal-log.mjs';
 import { formatReport, invariants } from './report.mjs';
 import { seededRandom } from './rng.mjs';
-import { reportProgress, saveRecords } from './run-records.mjs';
+import { drain, reportProgress, saveRecords } from './run-records.mjs';
 import { createChaosSchema } from './schema.mjs';
 import { startServer } from './server.mjs';
 import { ChaosWorker } from './workers.mjs';
@@ -343,18 +343,6 @@ async function main() {
 }
 
 // Waits until no job is pending or running.
-async function drain(admin, timeoutMs) {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    const { rows } = await admin
-      .query(`SELECT count(*)::int AS n FROM leasehold.jobs WHERE status IN ('pending', 'running')`)
-      .catch(() => ({ rows: [{ n: -1 }] }));
-    if (rows[0].n === 0) return true;
-    await sleep(250);
-  }
-  return false;
-}
-
 // Runs chaos/rtt-probe.mjs inside namespace `ns`; resolves with its JSON answer.
 function probeRtt(ns, connectionString) {
   return new Promise((resolve, reject) => {

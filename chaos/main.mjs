@@ -24,7 +24,7 @@ import { parseOptions } from './options.mjs';
 import { produce } from './producer.mjs';
 import { formatReport, invariants } from './report.mjs';
 import { seededRandom } from './rng.mjs';
-import { reportProgress, saveRecords } from './run-records.mjs';
+import { drain, reportProgress, saveRecords } from './run-records.mjs';
 import { createChaosSchema } from './schema.mjs';
 import { startServer } from './server.mjs';
 import { ChaosWorker } from './workers.mjs';
@@ -267,23 +267,6 @@ async function main() {
 }
 
 // Waits until no job is pending or running (every acknowledged job has succeeded or died).
-async function drain(admin, timeoutMs, schemas) {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    const { rows } = await admin
-      .query(
-        schemas
-          .map((s) => `SELECT count(*)::int AS n FROM ${s}.jobs WHERE status IN ('pending', 'running')`)
-          .join(' UNION ALL '),
-      )
-      .then((result) => ({ rows: [{ n: result.rows.reduce((sum, row) => sum + row.n, 0) }] }))
-      .catch(() => ({ rows: [{ n: -1 }] }));
-    if (rows[0].n === 0) return true;
-    await sleep(250);
-  }
-  return false;
-}
-
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

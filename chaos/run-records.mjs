@@ -1,6 +1,7 @@
-// What a chaos run writes for the checker and says while it runs, shared by `npm run chaos` and
-// `npm run chaos:hosts`: the acknowledged jobs and the injected faults go into the checker's tables
-// (chaos/schema.mjs), and a progress line reads the queue's counts.
+// What a chaos run writes for the checker, says while it runs and waits for, shared by `npm run
+// chaos`, `chaos:hosts` and `chaos:failover`: the acknowledged jobs and the injected faults go into
+// the checker's tables (chaos/schema.mjs), a progress line reads the queue's counts, and the drain
+// waits for the queue to empty.
 
 /** Writes the acknowledged jobs (chaos.acked) and the faults, in the order injected (chaos.faults). */
 export async function saveRecords(admin, acked, records) {
@@ -37,4 +38,24 @@ export async function reportProgress(admin, log) {
     .catch(() => ({ rows: [] }));
   if (rows[0])
     log(`progress: ${rows[0].done} succeeded, ${rows[0].pending} pending, ${rows[0].running} running`);
+}
+
+/**
+ * Waits until no job of `schemas` (fixed names of the harness's own, never input) is pending or
+ * running; false when `timeoutMs` passed first. A failed read (a fault at work) counts as not empty.
+ */
+export async function drain(admin, timeoutMs, schemas = ['leasehold']) {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    const { rows } = await admin
+      .query(
+        schemas
+          .map((s) => `SELECT count(*)::int AS n FROM ${s}.jobs WHERE status IN ('pending', 'running')`)
+          .join(' UNION ALL '),
+      )
+      .catch(() => ({ rows: [{ n: -1 }] }));
+    if (rows.every((row) => row.n === 0)) return true;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return false;
 }
