@@ -105,12 +105,20 @@ describe('a hostile public schema (CVE-2018-1058)', () => {
         work_mem: string;
         seqscan: string;
         jit: string;
+        plans: string;
       }>(
-        'SELECT current_setting($1) AS path, current_setting($2) AS work_mem, current_setting($3) AS seqscan, current_setting($4) AS jit',
-        ['search_path', 'work_mem', 'enable_seqscan', 'jit'],
+        'SELECT current_setting($1) AS path, current_setting($2) AS work_mem, current_setting($3) AS seqscan, current_setting($4) AS jit, current_setting($5) AS plans',
+        ['search_path', 'work_mem', 'enable_seqscan', 'jit', 'plan_cache_mode'],
       );
-      // The lanes' planner setting applies too, and JIT is off with it (see INDEX_PLANS_OPTION).
-      expect(rows[0]).toEqual({ path: 'pg_catalog,pg_temp', work_mem: '4321kB', seqscan: 'off', jit: 'off' });
+      // The lanes' planner setting applies too, JIT is off with it, and prepared statements keep
+      // their generic plan (see INDEX_PLANS_OPTION).
+      expect(rows[0]).toEqual({
+        path: 'pg_catalog,pg_temp',
+        work_mem: '4321kB',
+        seqscan: 'off',
+        jit: 'off',
+        plans: 'force_generic_plan',
+      });
       const { ids } = await client.enqueueMany('sp-options', [{ payload: 1 }]);
       const [lease] = await client.claim({ queue: 'sp-options', owner: 'w' });
       expect(lease?.jobId).toBe(ids[0]);
