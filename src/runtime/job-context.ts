@@ -155,6 +155,11 @@ export class ActiveJob implements JobContext {
   renewing = false;
   /** Why the signal was aborted, once it is. */
   abortReason: AbortReason | null = null;
+  /**
+   * Its claim saw no ordering key, key slot or flow children: the worker completes it with the
+   * plain completion (storage/complete.ts), which checks this again.
+   */
+  plain = false;
   /** An outcome for this run was written or queued; later results are dropped. */
   reported = false;
   /** The handler has returned or thrown. */

@@ -82,14 +82,14 @@ export function progressText(detail: unknown, maxBytes: number): string | undefi
 
 /**
  * The completion of a run whose handler returned `value`: its lease, with the result when there is
- * one (see `resultText`, which throws for a value that cannot be kept). Nothing for a run whose
- * outcome `job.transaction` already wrote.
+ * one (see `resultText`, which throws for a value that cannot be kept; none for a run whose outcome
+ * `job.transaction` already wrote), and whether its claim found it plain (storage/complete.ts).
  */
 export function completionOf(
-  job: { lease: Lease; reported: boolean },
+  job: { lease: Lease; reported: boolean; plain: boolean },
   value: unknown,
   maxBytes: number,
 ): CompleteRef {
   const result = job.reported ? null : resultText(value, maxBytes);
-  return result === null ? job.lease : { ...job.lease, result };
+  return { ...job.lease, result, plain: job.plain };
 }

@@ -318,6 +318,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       config.maxRuntimeMs,
       this.#store,
     );
+    job.plain = row.plain === true;
     this.#keeper.track(job, config);
     const run = this.#execute(job, q).finally(() => {
       this.#keeper.untrack(job);

@@ -1,4 +1,4 @@
-import { byPreference, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
+import { byPreference, CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
 import { defineStatement, type Queryable, run } from './db.js';
 
 /**
@@ -92,7 +92,7 @@ export const JobClaimManyLimited = defineStatement(
   FROM chosen
   WHERE j.id = chosen.id
   RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.priority,
-            ${CLAIMED_TIMES}`,
+            ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`,
 );
 
 /** Claims like `claimJobs`, within the queue's per-key concurrency limit. */

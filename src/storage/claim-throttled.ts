@@ -1,4 +1,4 @@
-import { byPreference, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
+import { byPreference, CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
 import { defineStatement, type Queryable, run } from './db.js';
 
 /**
@@ -152,7 +152,7 @@ export const JobClaimManyThrottled = defineStatement(
         holds_queue_slot = true
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen))
     RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
-              j.priority, ${CLAIMED_TIMES}
+              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}
   ),
   -- Buckets that held back a job: out of starts in the snapshot, or found so by the debit.
   blocked AS (
@@ -203,10 +203,10 @@ export const JobClaimManyThrottled = defineStatement(
     RETURNING r.queue_name
   )
   SELECT id, payload, lease_token, lease_claim_id, attempt_count, max_attempts, priority,
-         lease_expires_ms, available_ms, NULL::float8 AS wait_ms, NULL::text AS throttled_by
+         lease_expires_ms, available_ms, plain, NULL::float8 AS wait_ms, NULL::text AS throttled_by
   FROM claimed
   UNION ALL
-  SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
          CASE WHEN v.throttled
               THEN greatest(1, extract(epoch FROM v.until - clock_timestamp()) * 1000)::float8 END,
          v.reason

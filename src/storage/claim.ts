@@ -11,6 +11,15 @@ export const CLAIMED_TIMES = `(extract(epoch FROM j.lease_expires_at) * 1000)::f
             (extract(epoch FROM j.available_at) * 1000)::float8 AS available_ms`;
 
 /**
+ * Whether the run's completion has nothing to do beyond the fence and the lane move: no ordering
+ * key to hand over, no key slot to give back, no flow children to release. Each is fixed before
+ * the completion (an ordering key and children at enqueue, a key slot by this claim), so the
+ * worker chooses the plain completion from it (complete.ts), which checks it again.
+ */
+export const CLAIMED_PLAIN =
+  '(j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children) AS plain';
+
+/**
  * JobClaimMany: pending -> running, for up to $3 jobs of queue $1, in one statement.
  * The locking subquery takes row locks with SKIP LOCKED, so concurrent claimers pass each other
  * instead of waiting; the update increments attempt_count and the fencing token and starts a lease
@@ -74,7 +83,7 @@ const claimStatement = (routed: boolean) => (s: string) =>
         holds_queue_slot = false
     WHERE ${idsFrom('candidate', lane, '$1')}
     RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
-              j.priority, ${CLAIMED_TIMES}`,
+              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`,
   )}
   SELECT * FROM claimed`;
 
@@ -96,6 +105,8 @@ export interface ClaimedRow {
   lease_expires_ms: number;
   /** When the job became claimable, in database time (epoch ms). */
   available_ms: number;
+  /** Its completion needs no ordering, key-slot or flow step (see CLAIMED_PLAIN). */
+  plain: boolean;
 }
 
 /** Claims up to `limit` jobs of `queue` for `owner`; rows come back in preference order. */

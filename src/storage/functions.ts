@@ -26,7 +26,12 @@ import { JobAgePending } from './aging.js';
 import { JobClaimMany } from './claim.js';
 import { JobClaimManyLimited } from './claim-limited.js';
 import { JobClaimManyThrottled } from './claim-throttled.js';
-import { JobCompleteMany, JobCompleteManyWithResults } from './complete.js';
+import {
+  JobCompleteMany,
+  JobCompleteManyWithResults,
+  JobCompletePlainMany,
+  JobCompletePlainManyWithResults,
+} from './complete.js';
 import { defineStatement, quoteIdent, type Statement } from './db.js';
 import { EffectBegin, EffectRearm, EffectRecordResult } from './effects.js';
 import { JobInsert, JobInsertMany, JobInsertManyQuiet, JobInsertQuiet } from './enqueue.js';
@@ -63,8 +68,11 @@ export interface FunctionEntry {
 
 const FENCE = 'bigint[], bigint[], bigint[], text[], text[]';
 const CLAIMED = `id bigint, payload jsonb, lease_token bigint, lease_claim_id bigint, attempt_count integer,
-  max_attempts integer, priority integer, lease_expires_ms double precision, available_ms double precision`;
-const COMPLETED = 'id bigint, repair text[], woken bigint, announced bigint, flow_woken bigint';
+  max_attempts integer, priority integer, lease_expires_ms double precision, available_ms double precision,
+  plain boolean`;
+const COMPLETED =
+  'id bigint, deferred boolean, repair text[], woken bigint, announced bigint, flow_woken bigint';
+const COMPLETED_PLAIN = 'id bigint, deferred boolean, announced bigint';
 const REPAIRED = `seen integer, released integer, removed integer, missed integer, woken bigint,
   last_queue text, last_key text`;
 
@@ -112,6 +120,20 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     statement: JobCompleteManyWithResults,
     args: `${FENCE}, text, text[], text, text`,
     returns: COMPLETED,
+  },
+  {
+    // A batch of plain jobs (no ordering key, key slot or flow children; claim.ts `plain`): the
+    // fence, the lane move, the count of refusals and the notices only (complete.ts).
+    role: 'worker',
+    statement: JobCompletePlainMany,
+    args: `${FENCE}, text, text`,
+    returns: COMPLETED_PLAIN,
+  },
+  {
+    role: 'worker',
+    statement: JobCompletePlainManyWithResults,
+    args: `${FENCE}, text[], text, text`,
+    returns: COMPLETED_PLAIN,
   },
   {
     role: 'worker',

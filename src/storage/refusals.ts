@@ -2,7 +2,8 @@
  * Lost-fence accounting, shared by every fenced transition.
  *
  * A fenced statement reads its batch from a CTE named `input` (with `id`, `token`, `owner` and
- * `queue_name` columns) and reports the rows it changed from a CTE named `changed`. This fragment
+ * `queue_name` columns) and reports the rows it accepted from a CTE named `changed` (or the one
+ * named by `accepted`: the plain completion's `fenced`, which may leave a job for another statement). This fragment
  * handles the rest — the writes presented with a lease that was no longer current — in the same
  * statement, so it costs no extra round trip: it counts them per queue and operation in
  * `lease_refusals`, and records one `refused` event per write (who, which token) in `job_events`.
@@ -14,14 +15,19 @@
 export type FencedOperation = 'heartbeat' | 'complete' | 'fail' | 'snooze' | 'effect';
 
 /** SQL text of the `refused_rows`, `refused` and `refused_events` CTEs for `operation`; `s` is the quoted schema. */
-export function refusalCountingCte(s: string, operation: FencedOperation, queueParam?: string): string {
+export function refusalCountingCte(
+  s: string,
+  operation: FencedOperation,
+  queueParam?: string,
+  accepted = 'changed',
+): string {
   const queue = queueParam === undefined ? 'queue_name' : `${queueParam}::text`;
   // With one queue, no GROUP BY: HAVING keeps the no-refusal case an insert of nothing.
   const perQueue = queueParam === undefined ? 'GROUP BY queue_name' : 'HAVING count(*) > 0';
   return `refused_rows AS (
     SELECT input.id, input.token, input.claim_id, input.owner, input.queue_name
     FROM input
-    WHERE input.id NOT IN (SELECT id FROM changed)
+    WHERE input.id NOT IN (SELECT id FROM ${accepted})
   ),
   refused AS (
     INSERT INTO ${s}.lease_refusals AS r (queue_name, operation, refused_count, last_refused_at)

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Lease, Leasehold } from '../../src/index.js';
+import { completeJobs } from '../../src/storage/complete.js';
 import { beginEffect } from '../../src/storage/effects.js';
 import { snoozeJobs } from '../../src/storage/fail.js';
 import { migratedClient, testPool } from '../support/db.js';
@@ -10,12 +11,16 @@ import { migratedClient, testPool } from '../support/db.js';
 // after a failover that reissued a token number (the claim id alone then tells the claims apart)
 // or a claim id collision (the token alone does).
 
-type Operation = 'heartbeat' | 'complete' | 'fail' | 'snooze' | 'effect';
-const operations: Operation[] = ['heartbeat', 'complete', 'fail', 'snooze', 'effect'];
+type Operation = 'heartbeat' | 'complete' | 'complete-plain' | 'fail' | 'snooze' | 'effect';
+const operations: Operation[] = ['heartbeat', 'complete', 'complete-plain', 'fail', 'snooze', 'effect'];
 
 async function attempt(lh: Leasehold, op: Operation, lease: Lease): Promise<boolean> {
   if (op === 'heartbeat') return lh.heartbeat(lease);
   if (op === 'complete') return lh.complete(lease);
+  // The worker's completion of a plain batch (no ordering, key-slot or flow step): the same fence.
+  if (op === 'complete-plain') {
+    return (await completeJobs(lh.pool, lh.schema, [{ ...lease, plain: true }])).has(lease.jobId);
+  }
   if (op === 'fail') return (await lh.fail(lease, new Error('no'), { retryable: true })) !== 'lost';
   // The effects ledger's own fence (storage/effects.ts): an intent recorded only under the lease.
   if (op === 'effect') return (await beginEffect(lh.pool, lh.schema, lease, 'charge', 'key-1')).held;
