@@ -2,21 +2,32 @@
 // interpolated into SQL here. Between runs the schema is dropped and migrated afresh, so the bench
 // does not need to know every table the library keeps; it reads only `jobs` and, where the library
 // has it, `finished_jobs` (where succeeded jobs go once completed).
-import { Leasehold } from '../../dist/index.js';
+import { pathToFileURL } from 'node:url';
 
 export const LEASEHOLD_SCHEMA = 'bench_leasehold';
 export const LEASEHOLD_QUEUE = 'bench';
 const S = LEASEHOLD_SCHEMA;
 
-/** A Leasehold client on the bench schema. */
-export function benchClient(connectionString, poolSize) {
+/**
+ * The Leasehold build the bench runs: this tree's dist/, or the build LEASEHOLD_BENCH_DIST names
+ * (an absolute path to another commit's dist/index.js: `npm run bench:ab` sets it per side, and
+ * the worker processes it forks inherit it).
+ */
+export function leaseholdDist() {
+  const other = process.env.LEASEHOLD_BENCH_DIST;
+  return other ? pathToFileURL(other).href : new URL('../../dist/index.js', import.meta.url).href;
+}
+
+/** A Leasehold client on the bench schema, from the build `leaseholdDist()` names. */
+export async function benchClient(connectionString, poolSize) {
+  const { Leasehold } = await import(leaseholdDist());
   return new Leasehold({ connectionString, schema: LEASEHOLD_SCHEMA, poolSize });
 }
 
 /** Drops the bench schema and migrates it afresh: every run starts from empty tables. */
 export async function resetLeasehold(admin, connectionString) {
   await admin.query(`DROP SCHEMA IF EXISTS ${S} CASCADE`);
-  const lh = benchClient(connectionString, 1);
+  const lh = await benchClient(connectionString, 1);
   try {
     await lh.migrate();
   } finally {

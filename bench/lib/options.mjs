@@ -10,7 +10,7 @@ const INTEGER_FLAGS = {
   'enqueue-jobs': [3000, 100, 1_000_000],
   'enqueue-callers': [16, 1, 200],
   'many-jobs': [50_000, 500, 2_000_000],
-  'many-batch': [500, 1, 10_000],
+  'many-batch': [1000, 1, 10_000],
   'process-jobs': [50_000, 100, 2_000_000],
   concurrency: [16, 1, 1000],
   'raw-claim-batch': [64, 1, 1000],
@@ -27,7 +27,7 @@ const INTEGER_FLAGS = {
 const TUNED_PREFETCH_DEFAULT = '100,500,2000';
 
 const USAGE = `Usage: npm run bench -- [flags]
-  --peers                 also run graphile-worker and pg-boss on the processing workload
+  --peers                 also run pg-boss on the processing workload (graphile-worker always runs)
   --only LIST             comma-separated subset of: ${WORKLOADS.join(',')}
 ${Object.entries(INTEGER_FLAGS)
   .map(([name, [fallback, min, max]]) => `  --${name.padEnd(22)}default ${fallback} (${min}..${max})`)

@@ -65,7 +65,7 @@ function side(ctx, kind, jobs, body, what) {
 export async function measureEnqueueOne(ctx, options) {
   const { enqueueJobs: jobs, enqueueCallers: callers } = options;
   // Every side gets one connection per caller, so none waits for a pooled connection.
-  const lh = benchClient(ctx.connectionString, callers);
+  const lh = await benchClient(ctx.connectionString, callers);
   const raw = new pg.Pool({ connectionString: ctx.connectionString, max: callers });
   const insert = (statement) => () => raw.query({ ...statement, values: [RAW_QUEUE, PAYLOAD_JSON] });
   const sides = {
@@ -107,7 +107,7 @@ export async function measureEnqueueOne(ctx, options) {
 /** Workload 2: batches of `manyBatch` from one caller. */
 export async function measureEnqueueMany(ctx, options) {
   const { manyJobs: jobs, manyBatch: batch } = options;
-  const lh = benchClient(ctx.connectionString, 1);
+  const lh = await benchClient(ctx.connectionString, 1);
   const raw = new pg.Pool({ connectionString: ctx.connectionString, max: 1 });
   const batches = Math.ceil(jobs / batch);
   const sizeOf = (b) => Math.min(batch, jobs - b * batch);

