@@ -137,7 +137,12 @@ export async function measureEnqueueMany(ctx, options) {
         concurrentLoop(
           batches,
           1,
-          (b) => raw.query({ ...RAW_INSERT_MANY, values: [RAW_QUEUE, Array(sizeOf(b)).fill(PAYLOAD_JSON)] }),
+          // Each payload serialised, as a caller's code would (Leasehold's side serialises each too).
+          (b) =>
+            raw.query({
+              ...RAW_INSERT_MANY,
+              values: [RAW_QUEUE, Array.from({ length: sizeOf(b) }, () => JSON.stringify(PAYLOAD))],
+            }),
           limit,
         ),
       'raw multi-row insert',

@@ -64,6 +64,50 @@ export const JobInsertMany = defineStatement('enqueue_many', (s) => insertManyTe
 /** JobInsertManyQuiet: JobInsertMany without the notification, for coalesced wake-ups (as JobInsertQuiet). */
 export const JobInsertManyQuiet = defineStatement('enqueue_many_quiet', (s) => insertManyText(s, false));
 
+/**
+ * JobInsertManyUniform: JobInsertMany for a uniform batch, the usual bulk load: every job claimable
+ * now, with one priority ($3) and one attempt budget ($4), and no concurrency key. Only the payloads
+ * travel, as one JSON array ($2, the payloads' JSON texts joined: nothing to escape); the rest are
+ * scalars or the columns' defaults. Sending five arrays of identical values cost the producer a
+ * serialised element each and the server an unnested one, and a text[] of JSON texts had every
+ * quote escaped by the driver (the bulk enqueue's share of issue 28: pay for what you use). The
+ * elements come out in array order, so ids are assigned in input order. $5 is the wake-up channel.
+ */
+const insertUniformText = (s: string, notify: boolean) => `
+  WITH inserted AS (
+    INSERT INTO ${s}.jobs (queue_name, payload, priority, max_attempts)
+    SELECT $1, p, $3, $4
+    FROM jsonb_array_elements($2::jsonb) AS p
+    RETURNING id
+  )
+  SELECT array_agg(id ORDER BY id)::text[] AS ids${notify ? ', pg_notify($5, $1)::text AS notified' : ', $5::text IS NULL AS quiet'}
+  FROM inserted`;
+export const JobInsertManyUniform = defineStatement('enqueue_many_uniform', (s) =>
+  insertUniformText(s, true),
+);
+/** JobInsertManyUniform without the notification, for coalesced wake-ups. */
+export const JobInsertManyUniformQuiet = defineStatement('enqueue_many_uniform_quiet', (s) =>
+  insertUniformText(s, false),
+);
+
+/** True when every job of the batch is claimable now with the first one's priority and attempt budget, without a key. */
+function isUniform(jobs: readonly NewJob[]): boolean {
+  const first = jobs[0];
+  if (!first) return false;
+  for (const job of jobs) {
+    if (
+      job.runAt !== null ||
+      job.delayMs !== 0 ||
+      job.concurrencyKey !== null ||
+      job.priority !== first.priority ||
+      job.maxAttempts !== first.maxAttempts
+    ) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /** A validated job ready to insert. */
 export interface NewJob {
   payloadJson: string;
@@ -143,6 +187,21 @@ export async function insertJobs(
   jobs: readonly NewJob[],
   { notify = true }: { notify?: boolean } = {},
 ): Promise<string[]> {
+  if (isUniform(jobs)) {
+    const first = jobs[0] as NewJob;
+    const uniform = await run<{ ids: string[] }>(
+      db,
+      (notify ? JobInsertManyUniform : JobInsertManyUniformQuiet)(schema),
+      [
+        queue,
+        `[${jobs.map((job) => job.payloadJson).join(',')}]`,
+        first.priority,
+        first.maxAttempts,
+        wakeupChannel(schema),
+      ],
+    );
+    return uniform[0]?.ids ?? [];
+  }
   const rows = await run<{ ids: string[] }>(db, (notify ? JobInsertMany : JobInsertManyQuiet)(schema), [
     queue,
     ...batchColumns(jobs),

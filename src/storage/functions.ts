@@ -34,7 +34,14 @@ import {
 } from './complete.js';
 import { defineStatement, quoteIdent, type Statement } from './db.js';
 import { EffectBegin, EffectRearm, EffectRecordResult } from './effects.js';
-import { JobInsert, JobInsertMany, JobInsertManyQuiet, JobInsertQuiet } from './enqueue.js';
+import {
+  JobInsert,
+  JobInsertMany,
+  JobInsertManyQuiet,
+  JobInsertManyUniform,
+  JobInsertManyUniformQuiet,
+  JobInsertQuiet,
+} from './enqueue.js';
 import { JobInsertDeduped } from './enqueue-dedupe.js';
 import { JobInsertKeyed } from './enqueue-keyed.js';
 import { JobInsertOrdered } from './enqueue-ordered.js';
@@ -205,6 +212,19 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     role: 'producer',
     statement: JobInsertManyQuiet,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
+    returns: 'ids text[], quiet boolean',
+  },
+  {
+    // A uniform batch (claimable now, one priority and attempt budget, no key): payloads only.
+    role: 'producer',
+    statement: JobInsertManyUniform,
+    args: 'text, jsonb, integer, integer, text',
+    returns: 'ids text[], notified text',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertManyUniformQuiet,
+    args: 'text, jsonb, integer, integer, text',
     returns: 'ids text[], quiet boolean',
   },
   {

@@ -59,6 +59,44 @@ describe('enqueue', () => {
     }
   });
 
+  it('enqueueMany sends a uniform batch as payloads only, with its one priority and attempt budget', async () => {
+    const setup = await migratedClient();
+    const names: string[] = [];
+    class RecordingPool extends pg.Pool {
+      override query(config: unknown, values?: unknown): never {
+        const name = (config as { name?: string } | undefined)?.name;
+        if (name?.startsWith('leasehold_enqueue_many')) names.push(name);
+        return (super.query as (c: unknown, v?: unknown) => never)(config, values);
+      }
+    }
+    const pool = new RecordingPool({ connectionString: databaseUrl(), max: 2 });
+    const lh = new Leasehold({ pool, schema: setup.schema });
+    try {
+      const uniform = await lh.enqueueMany(
+        'uniform',
+        [1, 2, 3].map((n) => ({ payload: { n }, priority: 5, maxAttempts: 2 })),
+      );
+      expect(names).toHaveLength(1);
+      expect(names[0]).toMatch(/^leasehold_enqueue_many_uniform_/);
+      for (const [i, id] of uniform.ids.entries()) {
+        expect(await lh.getJob(id)).toMatchObject({ payload: { n: i + 1 }, priority: 5, maxAttempts: 2 });
+      }
+      // One job delayed: the batch is not uniform, and each job keeps its own values.
+      names.length = 0;
+      const mixed = await lh.enqueueMany('uniform', [
+        { payload: 'now' },
+        { payload: 'later', delayMs: 60_000 },
+      ]);
+      expect(names).toHaveLength(1);
+      expect(names[0]).not.toMatch(/uniform/);
+      const [now, later] = await Promise.all(mixed.ids.map((id) => lh.getJob(id)));
+      expect(later!.availableAt.getTime() - now!.availableAt.getTime()).toBeGreaterThan(50_000);
+    } finally {
+      await lh.close();
+      await pool.end();
+    }
+  });
+
   it('enqueueMany is all or nothing', async () => {
     const lh = await migratedClient();
     const pool = testPool();
