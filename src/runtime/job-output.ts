@@ -91,5 +91,16 @@ export function completionOf(
   maxBytes: number,
 ): CompleteRef {
   const result = job.reported ? null : resultText(value, maxBytes);
-  return { ...job.lease, result, plain: job.plain };
+  const { lease } = job;
+  // A literal of one shape, not a spread of the lease: this runs once per job, and the spread was
+  // 5% of a no-op drain's worker CPU.
+  return {
+    jobId: lease.jobId,
+    token: lease.token,
+    claimId: lease.claimId,
+    owner: lease.owner,
+    queue: lease.queue,
+    result,
+    plain: job.plain,
+  };
 }
