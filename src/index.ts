@@ -17,9 +17,7 @@ export { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS } from './conn
 export type { HostAddress, TargetSessionAttrs } from './connection/settings.js';
 export type { OutstandingStatement } from './connection/statement-watch.js';
 export type { Dashboard, DashboardOptions } from './dashboard/server.js';
-export { startDashboard } from './dashboard/server.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
-export { startEmbeddedPostgres } from './embedded.js';
 export type { JobErrorSummary, LeaseholdErrorCode } from './errors.js';
 export {
   DatabaseError,
@@ -51,10 +49,7 @@ export { DEFAULT_SCHEDULE_INTERVAL_MS, DEFAULT_SCHEDULE_LATE_AFTER_MS } from './
 export type { MigrateResult } from './migrations/migrator.js';
 export type { Logger, LogMethod } from './observability/logger.js';
 export { logWorkerEvents } from './observability/logger.js';
-export type { StatsMetricsOptions } from './observability/stats-metrics.js';
-export { createStatsMetrics } from './observability/stats-metrics.js';
-export type { WorkerMetrics, WorkerMetricsOptions } from './observability/worker-metrics.js';
-export { createWorkerMetrics } from './observability/worker-metrics.js';
+export { startDashboard, startEmbeddedPostgres } from './on-demand.js';
 export type { CancelOptions, CancelResult } from './operations/cancel.js';
 export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
 export type {
