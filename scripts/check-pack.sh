@@ -119,3 +119,29 @@ node -e "
 "$root/node_modules/.bin/tsc" --noEmit --strict --module nodenext --moduleResolution nodenext \
   --target es2022 --skipLibCheck false --types node --typeRoots "$root/node_modules/@types" quick-start.ts
 echo "README quick start types ok"
+
+# ... and run, against a real server (embedded, started from the app): it must print its result and
+# exit by itself.
+"$root/node_modules/.bin/tsc" --strict --module nodenext --moduleResolution nodenext --target es2022 \
+  --skipLibCheck --types node --typeRoots "$root/node_modules/@types" --outDir quick-start-js quick-start.ts
+cat > run-quick-start.mjs <<'JS'
+import { spawnSync } from 'node:child_process';
+import { startEmbeddedPostgres } from 'leasehold';
+const server = await startEmbeddedPostgres();
+let run;
+try {
+  run = spawnSync(process.execPath, ['quick-start-js/quick-start.js'], {
+    env: { ...process.env, DATABASE_URL: server.connectionString },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+} finally {
+  await server.stop();
+}
+process.stdout.write(run.stdout);
+process.stderr.write(run.stderr);
+if (run.status !== 0 || !/^sent at \d{4}-/m.test(run.stdout))
+  throw new Error(`the quick start did not print its result and exit by itself (status ${run.status}, signal ${run.signal})`);
+console.log('README quick start runs ok');
+JS
+node run-quick-start.mjs
