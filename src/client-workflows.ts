@@ -1,25 +1,9 @@
 import type { LeaseholdOptions } from './client-options.js';
 import { attachContext, type LeaseholdContext, resolveContext } from './context.js';
 import type { SchedulerResult } from './maintenance/scheduler.js';
-import {
-  type BlockedFlow,
-  blockedFlows,
-  type EnqueueFlowResult,
-  enqueueFlow,
-  type FlowNode,
-  type FlowView,
-  getFlow,
-} from './operations/flows.js';
-import { type RunUntilIdleOptions, runUntilIdle } from './operations/run-until-idle.js';
-import {
-  listSchedules,
-  runSchedules,
-  type ScheduleInfo,
-  type ScheduleOptions,
-  schedule,
-  setPaused,
-  unschedule,
-} from './operations/schedules.js';
+import type { BlockedFlow, EnqueueFlowResult, FlowNode, FlowView } from './operations/flows.js';
+import type { RunUntilIdleOptions } from './operations/run-until-idle.js';
+import type { ScheduleInfo, ScheduleOptions } from './operations/schedules.js';
 import {
   type EnqueueAndWaitOptions,
   enqueueAndWait,
@@ -30,6 +14,9 @@ import {
 import type { IdleRunResult } from './runtime/idle-run.js';
 import type { AnyTask, TaskPayload, TaskResult } from './runtime/task.js';
 import type { Queryable } from './storage/db.js';
+
+// Schedules, flows and runUntilIdle load on their first call (see operator-calls.ts).
+const operatorCalls = () => import('./operator-calls.js');
 
 /**
  * The calls that build on the job lifecycle rather than move one lease: cron schedules, flows,
@@ -50,32 +37,32 @@ export class LeaseholdWorkflows {
    * Cron, zone, payload (by the task's schema) and job fields are checked now (`ValidationError`).
    */
   schedule(name: string, options: ScheduleOptions): Promise<ScheduleInfo> {
-    return schedule(this.#context, name, options);
+    return operatorCalls().then(({ schedule }) => schedule(this.#context, name, options));
   }
 
   /** Removes a schedule (jobs it fired stay); false when none had that name. */
   unschedule(name: string): Promise<boolean> {
-    return unschedule(this.#context, name);
+    return operatorCalls().then(({ unschedule }) => unschedule(this.#context, name));
   }
 
   /** Every schedule in name order, with its next and last tick and paused flag. */
   schedules(options?: { limit?: number }): Promise<ScheduleInfo[]> {
-    return listSchedules(this.#context, options);
+    return operatorCalls().then(({ listSchedules }) => listSchedules(this.#context, options));
   }
 
   /** Stops a schedule firing; `ValidationError` when none has that name. */
   pauseSchedule(name: string): Promise<ScheduleInfo> {
-    return setPaused(this.#context, name, true);
+    return operatorCalls().then(({ setPaused }) => setPaused(this.#context, name, true));
   }
 
   /** Lets a paused schedule fire again, from its next tick on (ticks named while paused do not fire). */
   resumeSchedule(name: string): Promise<ScheduleInfo> {
-    return setPaused(this.#context, name, false);
+    return operatorCalls().then(({ setPaused }) => setPaused(this.#context, name, false));
   }
 
   /** One scheduler pass now (workers run one every second): fires every due tick, one job each. */
   runSchedules(): Promise<SchedulerResult> {
-    return runSchedules(this.#context);
+    return operatorCalls().then(({ runSchedules }) => runSchedules(this.#context));
   }
 
   // Flows (issue 16): jobs that depend on jobs.
@@ -86,17 +73,17 @@ export class LeaseholdWorkflows {
    * over the bounds are a `ValidationError`, nothing written. Returns the job ids by ref.
    */
   enqueueFlow(nodes: readonly FlowNode[], options?: { client?: Queryable }): Promise<EnqueueFlowResult> {
-    return enqueueFlow(this.#context, nodes, options);
+    return operatorCalls().then(({ enqueueFlow }) => enqueueFlow(this.#context, nodes, options));
   }
 
   /** The flow holding job `id`: every node with its status and parents; null when none. */
   getFlow(id: string | bigint | number): Promise<FlowView | null> {
-    return getFlow(this.#context, id);
+    return operatorCalls().then(({ getFlow }) => getFlow(this.#context, id));
   }
 
   /** Flows stalled on a dead or cancelled job, longest stalled first: replay the job to resume. */
   blockedFlows(options?: { limit?: number }): Promise<BlockedFlow[]> {
-    return blockedFlows(this.#context, options);
+    return operatorCalls().then(({ blockedFlows }) => blockedFlows(this.#context, options));
   }
 
   /**
@@ -105,7 +92,7 @@ export class LeaseholdWorkflows {
    * handed back. Resolves with what ran: `{ succeeded, failed, dead, snoozed, lost, recovered, endedBy }`.
    */
   runUntilIdle(options: RunUntilIdleOptions): Promise<IdleRunResult> {
-    return runUntilIdle(this.#context, options);
+    return operatorCalls().then(({ runUntilIdle }) => runUntilIdle(this.#context, options));
   }
 
   /**

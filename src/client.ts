@@ -16,39 +16,28 @@ import { closeContext, joining, type LeaseholdContext } from './context.js';
 import { contextOf } from './context-of.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
-import { type LaneRotationResult, rotateLanes } from './maintenance/lane-rotation.js';
+import type { LaneRotationResult } from './maintenance/lane-rotation.js';
 import type { PruneResult } from './maintenance/retention.js';
-import { type MigrateResult, migrate } from './migrations/migrator.js';
-import { type CancelOptions, type CancelResult, cancel } from './operations/cancel.js';
-import { type DeadJobPage, type ListDeadOptions, listDead } from './operations/dead.js';
+import type { MigrateResult } from './migrations/migrator.js';
+import type { CancelOptions, CancelResult } from './operations/cancel.js';
+import type { DeadJobPage, ListDeadOptions } from './operations/dead.js';
 import { enqueue, enqueueMany } from './operations/enqueue.js';
 import { enqueueTask, enqueueTaskMany } from './operations/enqueue-task.js';
-import { checkHealth, type HealthReport, type HealthRules, oldestStatement } from './operations/health.js';
-import { getJob } from './operations/jobs.js';
+import type { HealthReport, HealthRules } from './operations/health.js';
 import { claim, complete, completeMany, fail, heartbeat, snooze } from './operations/leases.js';
-import {
-  type BlockedKey,
-  type BlockedKeysOptions,
-  blockedKeys,
-  type SkipOptions,
-  skip,
-} from './operations/ordering.js';
-import { prune } from './operations/prune.js';
-import { configureQueueSettings, setQueuePaused } from './operations/queue-settings.js';
-import {
-  type QueueConfig,
-  type QueueSettings,
-  type QueueSummary,
-  queueSummaries,
-} from './operations/queues.js';
+import type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
+import type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
 import { type RecoverOptions, recoverExpired } from './operations/recovery.js';
-import { type ReplayFilter, type ReplayOptions, type ReplayResult, replay } from './operations/replay.js';
-import { type LeaseholdStats, readStats, type StatsOptions } from './operations/stats.js';
+import type { ReplayFilter, ReplayOptions, ReplayResult } from './operations/replay.js';
+import type { LeaseholdStats, StatsOptions } from './operations/stats.js';
 import type { AnyTask, TaskPayload } from './runtime/task.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
 import type { Queryable } from './storage/db.js';
 import type { FailOutcome } from './storage/fail.js';
 import { type Job, type RefusalCount, readRefusals } from './storage/read.js';
+
+// The calls a producer or a worker never makes load on the first one (see operator-calls.ts).
+const operatorCalls = () => import('./operator-calls.js');
 
 export type {
   ClaimOptions,
@@ -109,7 +98,7 @@ export class Leasehold extends LeaseholdWorkflows {
 
   /** Creates or upgrades the schema; safe to call from many processes at once. */
   migrate(): Promise<MigrateResult> {
-    return migrate(this.pool, this.schema);
+    return operatorCalls().then(({ migrate }) => migrate(this.pool, this.schema));
   }
 
   /** Ends the pool if Leasehold created it. */
@@ -208,7 +197,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * due to be emptied, then truncates the drained ones. See docs/storage.md.
    */
   rotateLanes(): Promise<LaneRotationResult> {
-    return rotateLanes(this.pool, this.schema);
+    return operatorCalls().then(({ rotateLanes }) => rotateLanes(this.pool, this.schema));
   }
 
   /** Reads one job; null when none has that id. With `history: true`, adds its history in order. */
@@ -219,12 +208,12 @@ export class Leasehold extends LeaseholdWorkflows {
     id: string | bigint | number,
     options?: { history?: boolean },
   ): Promise<Job | JobWithHistory | null> {
-    return getJob(this.#context, id, options);
+    return operatorCalls().then(({ getJob }) => getJob(this.#context, id, options));
   }
 
   /** Pages through dead jobs, newest death first, with their error summary (never payloads). */
   listDead(options: ListDeadOptions = {}): Promise<DeadJobPage> {
-    return listDead(this.pool, this.schema, options);
+    return operatorCalls().then(({ listDead }) => listDead(this.pool, this.schema, options));
   }
 
   /**
@@ -236,17 +225,19 @@ export class Leasehold extends LeaseholdWorkflows {
     target: readonly (string | bigint | number)[] | ReplayFilter,
     options: ReplayOptions,
   ): Promise<ReplayResult> {
-    return replay(this.pool, this.schema, target, joining(this.#context, options));
+    const joined = joining(this.#context, options);
+    return operatorCalls().then(({ replay }) => replay(this.pool, this.schema, target, joined));
   }
 
   /** Cancels a pending or running job (a running one's worker is fenced out); `JobStateError` when finished. */
   cancel(id: string | bigint | number, options: CancelOptions): Promise<CancelResult> {
-    return cancel(this.pool, this.schema, id, joining(this.#context, options));
+    const joined = joining(this.#context, options);
+    return operatorCalls().then(({ cancel }) => cancel(this.pool, this.schema, id, joined));
   }
 
   /** Creates or changes a queue's settings: owner, retention, paused, per-key limit, aging. */
   configureQueue(queue: string, config: QueueConfig): Promise<QueueSettings> {
-    return configureQueueSettings(this.#context, queue, config);
+    return operatorCalls().then((calls) => calls.configureQueueSettings(this.#context, queue, config));
   }
 
   /**
@@ -254,22 +245,22 @@ export class Leasehold extends LeaseholdWorkflows {
    * `key_skipped` event (who, why); the key's next job becomes claimable. `JobStateError` unless dead.
    */
   skip(id: string | bigint | number, options: SkipOptions): Promise<void> {
-    return skip(this.pool, this.schema, id, options);
+    return operatorCalls().then(({ skip }) => skip(this.pool, this.schema, id, options));
   }
 
   /** Ordering keys blocked by a dead head, longest blocked first, with how many jobs wait behind. */
   blockedKeys(options: BlockedKeysOptions = {}): Promise<BlockedKey[]> {
-    return blockedKeys(this.pool, this.schema, options);
+    return operatorCalls().then(({ blockedKeys }) => blockedKeys(this.pool, this.schema, options));
   }
 
   /** Stops claims from `queue`; running jobs finish. */
   pauseQueue(queue: string): Promise<QueueSettings> {
-    return setQueuePaused(this.#context, queue, true);
+    return operatorCalls().then(({ setQueuePaused }) => setQueuePaused(this.#context, queue, true));
   }
 
   /** Lets `queue` be claimed again. */
   resumeQueue(queue: string): Promise<QueueSettings> {
-    return setQueuePaused(this.#context, queue, false);
+    return operatorCalls().then(({ setQueuePaused }) => setQueuePaused(this.#context, queue, false));
   }
 
   /**
@@ -277,7 +268,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * `unattended` when claimable work waits past `unattendedAfterMs` (default 60 s) with no live lease.
    */
   listQueues(options?: { limit?: number; unattendedAfterMs?: number }): Promise<QueueSummary[]> {
-    return queueSummaries(this.pool, this.schema, options);
+    return operatorCalls().then(({ queueSummaries }) => queueSummaries(this.pool, this.schema, options));
   }
 
   /**
@@ -285,7 +276,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * past their queue's dead retention (each leaving a tombstone), in bounded batches.
    */
   prune(options?: PruneOptions): Promise<PruneResult> {
-    return prune(this.#context, options);
+    return operatorCalls().then(({ prune }) => prune(this.#context, options));
   }
 
   /** Lost-fence attempts counted so far, per queue and operation. */
@@ -295,12 +286,14 @@ export class Leasehold extends LeaseholdWorkflows {
 
   /** Database-derived gauges per queue in one bounded, index-served snapshot: safe to poll every few seconds. */
   stats(options: StatsOptions = {}): Promise<LeaseholdStats> {
-    return readStats(this.pool, this.schema, options);
+    return operatorCalls().then(({ readStats }) => readStats(this.pool, this.schema, options));
   }
 
   /** Checks health rules (old work, dead jobs, old transactions, table bloat); `ok` false lists each failure. */
   checkHealth(rules: HealthRules = {}): Promise<HealthReport> {
-    return checkHealth(this.pool, this.schema, rules, () => oldestStatement(this.#context));
+    return operatorCalls().then(({ checkHealth }) =>
+      checkHealth(this.pool, this.schema, rules, () => this.oldestStatement()),
+    );
   }
 
   /**
@@ -308,7 +301,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * outstanding, or a pool of your own); answers without the database.
    */
   oldestStatement(): OutstandingStatement | null {
-    return oldestStatement(this.#context);
+    return this.#context.statements?.oldest() ?? null;
   }
 
   /** Creates a worker that runs handlers for the given queues and tasks. Call `start()` on it. */

@@ -109,3 +109,20 @@ export const WORKER_DEFAULTS = {
   claimBatchSize: 500,
   outcomeBatchDelayMs: 0,
 };
+
+/** Defaults of `stats()` (re-exported by operations/stats.ts, where `StatsOptions` is). */
+export const DEFAULT_STATS_OPTIONS: Readonly<{
+  countCap: number;
+  expiringWithinMs: number;
+  windowMs: number;
+  maxWindowRows: number;
+  maxQueues: number;
+  unattendedAfterMs: number;
+}> = Object.freeze({
+  countCap: 10_000,
+  expiringWithinMs: 30_000,
+  windowMs: 300_000,
+  maxWindowRows: 10_000,
+  maxQueues: 1_000,
+  unattendedAfterMs: DEFAULT_UNATTENDED_AFTER_MS,
+});

@@ -17,9 +17,8 @@ export { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS } from './conn
 export type { HostAddress, TargetSessionAttrs } from './connection/settings.js';
 export type { OutstandingStatement } from './connection/statement-watch.js';
 export type { Dashboard, DashboardOptions } from './dashboard/server.js';
-export { startDashboard } from './dashboard/server.js';
+export { DEFAULT_STATS_OPTIONS } from './defaults.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
-export { startEmbeddedPostgres } from './embedded.js';
 export type { JobErrorSummary, LeaseholdErrorCode } from './errors.js';
 export {
   DatabaseError,
@@ -51,12 +50,10 @@ export { DEFAULT_SCHEDULE_INTERVAL_MS, DEFAULT_SCHEDULE_LATE_AFTER_MS } from './
 export type { MigrateResult } from './migrations/migrator.js';
 export type { Logger, LogMethod } from './observability/logger.js';
 export { logWorkerEvents } from './observability/logger.js';
-export type { StatsMetricsOptions } from './observability/stats-metrics.js';
-export { createStatsMetrics } from './observability/stats-metrics.js';
-export type { WorkerMetrics, WorkerMetricsOptions } from './observability/worker-metrics.js';
-export { createWorkerMetrics } from './observability/worker-metrics.js';
+export { startDashboard, startEmbeddedPostgres } from './on-demand.js';
 export type { CancelOptions, CancelResult } from './operations/cancel.js';
 export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
+export { MAX_FLOW_BYTES, MAX_FLOW_EDGES, MAX_FLOW_NODES } from './operations/flow-input.js';
 export type {
   BlockedFlow,
   EnqueueFlowResult,
@@ -66,7 +63,6 @@ export type {
   FlowView,
   OnParentDead,
 } from './operations/flows.js';
-export { MAX_FLOW_BYTES, MAX_FLOW_EDGES, MAX_FLOW_NODES } from './operations/flows.js';
 export type { HealthFailure, HealthReport, HealthRules } from './operations/health.js';
 export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
 export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
@@ -86,7 +82,6 @@ export type {
   StatsOptions,
   TransitionStat,
 } from './operations/stats.js';
-export { DEFAULT_STATS_OPTIONS } from './operations/stats.js';
 export type { ThrottleStats } from './operations/throttle-stats.js';
 export type { EnqueueAndWaitOptions, WaitForOptions, WaitForResult } from './operations/wait-for.js';
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 /** A file the dashboard serves under `/assets/`. */
@@ -8,8 +8,8 @@ export interface StaticAsset {
 }
 
 // The page's own scripts and styles sit beside this module (src/dashboard/assets, copied to
-// dist/dashboard/assets by the build); uPlot is the package's own dist file, found through
-// node_modules resolution. Read once at start: no request reads the disk, and nothing is fetched
+// dist/dashboard/assets by the build, which bundles uPlot's two files there too); run from the
+// sources (the tests), uPlot's files come from the uplot devDependency. Read once at start: no request reads the disk, and nothing is fetched
 // from anywhere but this server.
 const OWN = [
   'app.js',
@@ -42,7 +42,9 @@ export function loadAssets(): ReadonlyMap<string, StaticAsset> {
     ['uPlot.iife.min.js', 'uplot/dist/uPlot.iife.min.js'],
     ['uPlot.min.css', 'uplot/dist/uPlot.min.css'],
   ] as const) {
-    assets.set(served, { body: readFileSync(require.resolve(file)), type: typeOf(served) });
+    const bundled = new URL(`./assets/${served}`, import.meta.url);
+    const body = readFileSync(existsSync(bundled) ? bundled : require.resolve(file));
+    assets.set(served, { body, type: typeOf(served) });
   }
   return assets;
 }

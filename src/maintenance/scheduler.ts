@@ -8,7 +8,8 @@ import type { Queryable } from '../storage/db.js';
 import { fireScheduleTicks, pruneScheduleTicks } from '../storage/schedule-fire.js';
 import { listScheduleRows, type ScheduleRow } from '../storage/schedules.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
-import { type CatchUpRule, compileTimetable, planTicks } from './schedule-ticks.js';
+import type { CatchUpRule } from './schedule-ticks.js';
+import { loadTimetables } from './timetables.js';
 
 export {
   DEFAULT_SCHEDULE_INTERVAL_MS,
@@ -104,6 +105,7 @@ async function fireOne(
   lateAfterMs: number,
   result: SchedulerResult,
 ): Promise<void> {
+  const { compileTimetable, planTicks } = await loadTimetables();
   const timetable = compileTimetable(row.cron, row.timezone);
   const plan = planTicks(timetable, { after: ticksAfter(row), now, lateAfterMs, catchUp: catchUpRule(row) });
   if (plan.newest === null) return;

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, type Registry, register } from 'prom-client';
 import type { Leasehold } from '../client.js';
 import type { LeaseholdContext } from '../context.js';
 import { contextOf } from '../context-of.js';
@@ -7,7 +7,7 @@ import type { ThrottleStats } from '../operations/throttle-stats.js';
 
 /** Options of `createStatsMetrics`. */
 export interface StatsMetricsOptions {
-  /** Registry to register in (default: a new one). */
+  /** Registry to register in (default: prom-client's default `register`, the app's `/metrics`). */
   registry?: Registry;
   /** Options passed to `lh.stats()` on each scrape. */
   stats?: StatsOptions;
@@ -33,7 +33,10 @@ export function createStatsMetrics(
   options: StatsMetricsOptions = {},
 ): Registry {
   const { pool, schema } = contextOf<LeaseholdContext>(source);
-  const registry = options.registry ?? new Registry();
+  const registry = options.registry ?? register;
+  // A second call on the same registry replaces the first's series (one client's stats per
+  // registry: give each client its own registry to export two), rather than throwing on the names.
+  const registers = [replacingIn(registry)];
   let current: { readAt: number; stats: Promise<LeaseholdStats> } | null = null;
   // Every gauge's collect asks for the stats; the first one of a scrape reads them and the rest of
   // that scrape (within a second) share the answer, so a scrape costs one snapshot.
@@ -57,7 +60,7 @@ export function createStatsMetrics(
       name,
       help,
       labelNames: ['queue'],
-      registers: [registry],
+      registers,
       async collect() {
         const stats = await readOrNull();
         this.reset();
@@ -108,7 +111,7 @@ export function createStatsMetrics(
       name,
       help,
       labelNames: ['queue'],
-      registers: [registry],
+      registers,
       async collect() {
         const stats = await readOrNull();
         this.reset();
@@ -128,7 +131,7 @@ export function createStatsMetrics(
   new Gauge({
     name: 'leasehold_up',
     help: '1 when the last scrape read the queue statistics from the database, 0 when it could not',
-    registers: [registry],
+    registers,
     async collect() {
       this.set((await readOrNull()) === null ? 0 : 1);
     },
@@ -137,7 +140,7 @@ export function createStatsMetrics(
     name: 'leasehold_lease_refusals_total',
     help: 'Lost-fence attempts counted in the database since the schema was created (kept by PostgreSQL)',
     labelNames: ['queue', 'operation'],
-    registers: [registry],
+    registers,
     async collect() {
       const stats = await readOrNull();
       this.reset();
@@ -150,7 +153,7 @@ export function createStatsMetrics(
     name: 'leasehold_lease_refusals',
     help: 'Deprecated: the gauge form of leasehold_lease_refusals_total',
     labelNames: ['queue', 'operation'],
-    registers: [registry],
+    registers,
     async collect() {
       const stats = await readOrNull();
       this.reset();
@@ -161,7 +164,7 @@ export function createStatsMetrics(
     name: 'leasehold_queue_transitions_in_window',
     help: 'Lease expirations, retries and deaths within the stats window, by error code',
     labelNames: ['queue', 'kind', 'error_code'],
-    registers: [registry],
+    registers,
     async collect() {
       const stats = await readOrNull();
       this.reset();
@@ -173,7 +176,7 @@ export function createStatsMetrics(
   new Gauge({
     name: 'leasehold_stats_window_seconds',
     help: 'Width of the window of the *_in_window gauges',
-    registers: [registry],
+    registers,
     async collect() {
       const stats = await readOrNull();
       this.reset();
@@ -181,4 +184,16 @@ export function createStatsMetrics(
     },
   });
   return registry;
+}
+
+/** `registry`, seen by a metric's constructor, with a metric of the same name removed first. */
+function replacingIn(registry: Registry): Registry {
+  return {
+    contentType: registry.contentType,
+    registerMetric(metric: Parameters<Registry['registerMetric']>[0]) {
+      // prom-client's types leave out the metric's `name`, which every metric has.
+      registry.removeSingleMetric((metric as unknown as { name: string }).name);
+      registry.registerMetric(metric);
+    },
+  } as Registry;
 }

@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type pg from 'pg';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry, register } from 'prom-client';
 import type { AbortReason } from '../runtime/job-context.js';
 import type { ClaimInfo, FlushInfo, OutcomeDetail } from '../runtime/telemetry-events.js';
 import type { OutcomeResult, WorkerEventSource } from '../runtime/worker-events.js';
@@ -8,7 +8,10 @@ import { attemptLabel, BoundedLabels } from './labels.js';
 
 /** Options of `createWorkerMetrics`. */
 export interface WorkerMetricsOptions {
-  /** Registry to register in (default: a new one). Several workers may share one registry. */
+  /**
+   * Registry to register in (default: prom-client's default `register`, the app's `/metrics`).
+   * Several workers may share one registry.
+   */
   registry?: Registry;
   /** The pool whose connections to report (default: none). Pass `lh.pool`. */
   pool?: pg.Pool;
@@ -41,7 +44,7 @@ export function createWorkerMetrics(
   worker: WorkerEventSource,
   options: WorkerMetricsOptions = {},
 ): WorkerMetrics {
-  const registry = options.registry ?? new Registry();
+  const registry = options.registry ?? register;
   const codes = new BoundedLabels();
   const m = {
     claimLatency: shared(

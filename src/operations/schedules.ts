@@ -2,8 +2,8 @@ import { MAX_ATTEMPTS_LIMIT } from '../config.js';
 import type { LeaseholdContext } from '../context.js';
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_SCHEDULE_LATE_AFTER_MS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
-import { compileTimetable, MAX_CATCH_UP, nextTick } from '../maintenance/schedule-ticks.js';
 import { fireDueSchedules, type SchedulerResult, ticksAfter } from '../maintenance/scheduler.js';
+import { loadTimetables, MAX_CATCH_UP } from '../maintenance/timetables.js';
 import { assertPayloadMatches } from '../runtime/payload-schema.js';
 import type { AnyTask } from '../runtime/task.js';
 import {
@@ -129,7 +129,7 @@ async function scheduleDefinition(
   }
   rejectUnknownOptions(given, SCHEDULE_OPTIONS, 'options');
   const timezone = given.timezone === undefined ? null : given.timezone;
-  compileTimetable(given.cron, timezone, 'cron');
+  (await loadTimetables()).compileTimetable(given.cron, timezone, 'cron');
   const target = scheduleTarget(given);
   const payload = given.payload === undefined ? {} : given.payload;
   const payloadJson = serialisePayload(payload, context.maxPayloadBytes, 'payload');
@@ -224,14 +224,15 @@ export async function listSchedules(
   rejectUnknownOptions(options, ['limit'], 'options');
   const limit = optionalInt(options.limit, 'limit', 1, MAX_SCHEDULES_LISTED, MAX_SCHEDULES_LISTED);
   const rows = await listScheduleRows(context.pool, context.schema, { limit });
-  return rows.map(toInfo);
+  const ticks = await loadTimetables();
+  return rows.map((row) => toInfo(row, ticks));
 }
 
 /** One schedule by name; null when there is none. */
 export async function readSchedule(context: LeaseholdContext, name: string): Promise<ScheduleInfo | null> {
   assertQueueName(name, 'name');
   const row = await readScheduleRow(context.pool, context.schema, name);
-  return row ? toInfo(row) : null;
+  return row ? toInfo(row, await loadTimetables()) : null;
 }
 
 /**
@@ -242,13 +243,13 @@ export function runSchedules(context: LeaseholdContext): Promise<SchedulerResult
   return fireDueSchedules(context.pool, context.schema, { lateAfterMs: DEFAULT_SCHEDULE_LATE_AFTER_MS });
 }
 
-function toInfo(row: ScheduleRow): ScheduleInfo {
+function toInfo(row: ScheduleRow, ticks: Awaited<ReturnType<typeof loadTimetables>>): ScheduleInfo {
   let nextTickAt: Date | null = null;
   if (!row.paused) {
     const after = ticksAfter(row);
     try {
-      nextTickAt = nextTick(
-        compileTimetable(row.cron, row.timezone),
+      nextTickAt = ticks.nextTick(
+        ticks.compileTimetable(row.cron, row.timezone),
         after.getTime() > row.db_now.getTime() ? after : row.db_now,
       );
     } catch {

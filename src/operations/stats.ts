@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { DEFAULT_UNATTENDED_AFTER_MS } from '../defaults.js';
+import { DEFAULT_STATS_OPTIONS as STATS_DEFAULTS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { inReadSnapshot } from '../storage/history.js';
 import { readRateLimitStats } from '../storage/rate-limits.js';
@@ -31,15 +31,8 @@ export interface StatsOptions {
   unattendedAfterMs?: number;
 }
 
-/** Defaults of `stats()`. */
-export const DEFAULT_STATS_OPTIONS: Readonly<Required<StatsOptions>> = Object.freeze({
-  countCap: 10_000,
-  expiringWithinMs: 30_000,
-  windowMs: 300_000,
-  maxWindowRows: 10_000,
-  maxQueues: 1_000,
-  unattendedAfterMs: DEFAULT_UNATTENDED_AFTER_MS,
-});
+/** Defaults of `stats()` (defined in defaults.ts, which `import 'leasehold'` loads without this module). */
+export const DEFAULT_STATS_OPTIONS: Readonly<Required<StatsOptions>> = STATS_DEFAULTS;
 
 /** One queue's database-derived gauges. */
 export interface QueueStats {

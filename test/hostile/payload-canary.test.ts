@@ -3,14 +3,13 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  createStatsMetrics,
-  createWorkerMetrics,
   type JobWithHistory,
   type Logger,
   PermanentError,
   RetryableError,
   startDashboard,
 } from '../../src/index.js';
+import { createStatsMetrics, createWorkerMetrics } from '../../src/prometheus.js';
 import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../../src/runtime/error-details.js';
 import { runCliInProcess } from '../support/cli-inprocess.js';
 import {

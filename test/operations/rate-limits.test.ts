@@ -1,11 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  createStatsMetrics,
-  type Lease,
-  Leasehold,
-  startDashboard,
-  ValidationError,
-} from '../../src/index.js';
+import { type Lease, Leasehold, startDashboard, ValidationError } from '../../src/index.js';
+import { createStatsMetrics } from '../../src/prometheus.js';
 import { claimJobsThrottled } from '../../src/storage/claim-throttled.js';
 import { databaseUrl, migratedClient, testPool, uniqueSchema } from '../support/db.js';
 import { expireLeases } from '../support/job-states.js';

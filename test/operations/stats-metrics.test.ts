@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createStatsMetrics, Leasehold } from '../../src/index.js';
+import { Leasehold } from '../../src/index.js';
+import { createStatsMetrics } from '../../src/prometheus.js';
 import { databaseUrl, migratedClient, uniqueSchema } from '../support/db.js';
 
 describe('database metrics', () => {

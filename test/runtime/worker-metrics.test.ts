@@ -1,6 +1,7 @@
-import type { Registry } from 'prom-client';
+import { Registry, register } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { createWorkerMetrics, PermanentError, RetryableError } from '../../src/index.js';
+import { PermanentError, RetryableError } from '../../src/index.js';
+import { createWorkerMetrics } from '../../src/prometheus.js';
 import { expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { deferred, started } from '../support/worker.js';
 
@@ -65,7 +66,7 @@ describe('worker metrics (prom-client)', () => {
         },
       },
     });
-    const metrics = createWorkerMetrics(worker, { pool: lh.pool });
+    const metrics = createWorkerMetrics(worker, { pool: lh.pool, registry: new Registry() });
     const { registry } = metrics;
     await started(worker);
     await waitFor(() => worker.counters.completed === 4 && worker.counters.dead === 1, {
@@ -130,7 +131,7 @@ describe('worker metrics (prom-client)', () => {
         },
       },
     });
-    const { registry } = createWorkerMetrics(worker);
+    const { registry } = createWorkerMetrics(worker, { registry: new Registry() });
     await started(worker);
     await running.promise;
     expect(await sample(registry, 'leasehold_worker_busy_slots', { owner: worker.owner })).toBe(1);
@@ -152,7 +153,9 @@ describe('worker metrics (prom-client)', () => {
     const lh = await migratedClient();
     const a = lh.worker({ queues: { shared: { handler: async () => {} } } });
     const b = lh.worker({ queues: { shared: { handler: async () => {} } } });
+    // Without a registry, the metrics go to prom-client's default one: the app's own /metrics.
     const first = createWorkerMetrics(a);
+    expect(first.registry).toBe(register);
     const second = createWorkerMetrics(b, { registry: first.registry });
     expect(second.registry).toBe(first.registry);
     expect(await sample(first.registry, 'leasehold_worker_slots', { owner: a.owner })).toBeGreaterThan(0);

