@@ -12,5 +12,8 @@ const installed = ['graphile-worker', 'pg-boss'].every((name) =>
 );
 if (!installed) {
   console.error('bench: installing the peer queues of bench/package.json into bench/node_modules');
-  execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: bench, stdio: 'inherit' });
+  execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], {
+    cwd: bench,
+    stdio: 'inherit',
+  });
 }
