@@ -12,7 +12,7 @@ import type {
 import { LeaseholdWorkflows } from './client-workflows.js';
 import type { BackoffOptions } from './config.js';
 import type { OutstandingStatement } from './connection/statement-watch.js';
-import { closeContext, joining, type LeaseholdContext } from './context.js';
+import { assertOpen, closeContext, joining, type LeaseholdContext, publicCall } from './context.js';
 import { contextOf } from './context-of.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
@@ -109,10 +109,10 @@ export class Leasehold extends LeaseholdWorkflows {
 
   /** Creates or upgrades the schema; safe to call from many processes at once. */
   migrate(): Promise<MigrateResult> {
-    return migrate(this.pool, this.schema);
+    return publicCall(this.#context, 'migrate', () => migrate(this.pool, this.schema));
   }
 
-  /** Ends the pool if Leasehold created it. */
+  /** Ends the pool if Leasehold created it; every later call rejects with `CLIENT_CLOSED`. Safe to call twice. */
   close(): Promise<void> {
     return closeContext(this.#context);
   }
@@ -130,9 +130,11 @@ export class Leasehold extends LeaseholdWorkflows {
   ): Promise<EnqueueResult>;
   enqueue(queue: string, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult>;
   enqueue(target: string | AnyTask, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult> {
-    return typeof target === 'string'
-      ? enqueue(this.#context, target, payload, options)
-      : enqueueTask(this.#context, target, payload, options);
+    return publicCall(this.#context, 'enqueue', () =>
+      typeof target === 'string'
+        ? enqueue(this.#context, target, payload, options)
+        : enqueueTask(this.#context, target, payload, options),
+    );
   }
 
   /**
@@ -154,29 +156,31 @@ export class Leasehold extends LeaseholdWorkflows {
     items: readonly EnqueueItem[],
     options?: { client?: Queryable },
   ): Promise<EnqueueManyResult> {
-    return typeof target === 'string'
-      ? enqueueMany(this.#context, target, items, options)
-      : enqueueTaskMany(this.#context, target, items, options);
+    return publicCall(this.#context, 'enqueueMany', () =>
+      typeof target === 'string'
+        ? enqueueMany(this.#context, target, items, options)
+        : enqueueTaskMany(this.#context, target, items, options),
+    );
   }
 
   /** Claims up to `limit` jobs of a queue in one statement and commits at once. */
   claim(options: ClaimOptions): Promise<Lease[]> {
-    return claim(this.#context, options);
+    return publicCall(this.#context, 'claim', () => claim(this.#context, options));
   }
 
   /** Extends a lease from now; false when it is lost (expired, recovered or reclaimed). */
   heartbeat(lease: Lease, options?: { leaseMs?: number; client?: Queryable }): Promise<boolean> {
-    return heartbeat(this.#context, lease, options);
+    return publicCall(this.#context, 'heartbeat', () => heartbeat(this.#context, lease, options));
   }
 
   /** Ends this run; the job is claimable again after `delayMs`, no attempt spent. False when the lease was lost. */
   snooze(lease: Lease, delayMs: number, options?: { client?: Queryable }): Promise<boolean> {
-    return snooze(this.#context, lease, delayMs, options);
+    return publicCall(this.#context, 'snooze', () => snooze(this.#context, lease, delayMs, options));
   }
 
   /** Marks the job succeeded; false when the lease was lost and nothing changed. */
   complete(lease: Lease, options?: { client?: Queryable }): Promise<boolean> {
-    return complete(this.#context, lease, options);
+    return publicCall(this.#context, 'complete', () => complete(this.#context, lease, options));
   }
 
   /**
@@ -184,7 +188,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * (the others were fenced out and changed nothing).
    */
   completeMany(leases: readonly Lease[], options?: { client?: Queryable }): Promise<Set<string>> {
-    return completeMany(this.#context, leases, options);
+    return publicCall(this.#context, 'completeMany', () => completeMany(this.#context, leases, options));
   }
 
   /**
@@ -192,7 +196,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * not retryable; kept, never deleted) or `lost` (the lease was lost; nothing changed).
    */
   fail(lease: Lease, error: unknown, options?: FailOptions): Promise<FailOutcome> {
-    return fail(this.#context, lease, error, options);
+    return publicCall(this.#context, 'fail', () => fail(this.#context, lease, error, options));
   }
 
   /**
@@ -200,7 +204,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * `batchSize`, each its own short transaction, until none is left or `limit` jobs were moved.
    */
   recoverExpired(options?: RecoverOptions): Promise<{ retried: number; dead: number }> {
-    return recoverExpired(this.#context, options);
+    return publicCall(this.#context, 'recoverExpired', () => recoverExpired(this.#context, options));
   }
 
   /**
@@ -208,7 +212,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * due to be emptied, then truncates the drained ones. See docs/storage.md.
    */
   rotateLanes(): Promise<LaneRotationResult> {
-    return rotateLanes(this.pool, this.schema);
+    return publicCall(this.#context, 'rotateLanes', () => rotateLanes(this.pool, this.schema));
   }
 
   /** Reads one job; null when none has that id. With `history: true`, adds its history in order. */
@@ -219,12 +223,12 @@ export class Leasehold extends LeaseholdWorkflows {
     id: string | bigint | number,
     options?: { history?: boolean },
   ): Promise<Job | JobWithHistory | null> {
-    return getJob(this.#context, id, options);
+    return publicCall(this.#context, 'getJob', () => getJob(this.#context, id, options));
   }
 
   /** Pages through dead jobs, newest death first, with their error summary (never payloads). */
   listDead(options: ListDeadOptions = {}): Promise<DeadJobPage> {
-    return listDead(this.pool, this.schema, options);
+    return publicCall(this.#context, 'listDead', () => listDead(this.pool, this.schema, options));
   }
 
   /**
@@ -236,17 +240,23 @@ export class Leasehold extends LeaseholdWorkflows {
     target: readonly (string | bigint | number)[] | ReplayFilter,
     options: ReplayOptions,
   ): Promise<ReplayResult> {
-    return replay(this.pool, this.schema, target, joining(this.#context, options));
+    return publicCall(this.#context, 'replay', () =>
+      replay(this.pool, this.schema, target, joining(this.#context, options)),
+    );
   }
 
   /** Cancels a pending or running job (a running one's worker is fenced out); `JobStateError` when finished. */
   cancel(id: string | bigint | number, options: CancelOptions): Promise<CancelResult> {
-    return cancel(this.pool, this.schema, id, joining(this.#context, options));
+    return publicCall(this.#context, 'cancel', () =>
+      cancel(this.pool, this.schema, id, joining(this.#context, options)),
+    );
   }
 
   /** Creates or changes a queue's settings: owner, retention, paused, per-key limit, aging. */
   configureQueue(queue: string, config: QueueConfig): Promise<QueueSettings> {
-    return configureQueueSettings(this.#context, queue, config);
+    return publicCall(this.#context, 'configureQueue', () =>
+      configureQueueSettings(this.#context, queue, config),
+    );
   }
 
   /**
@@ -254,22 +264,22 @@ export class Leasehold extends LeaseholdWorkflows {
    * `key_skipped` event (who, why); the key's next job becomes claimable. `JobStateError` unless dead.
    */
   skip(id: string | bigint | number, options: SkipOptions): Promise<void> {
-    return skip(this.pool, this.schema, id, options);
+    return publicCall(this.#context, 'skip', () => skip(this.pool, this.schema, id, options));
   }
 
   /** Ordering keys blocked by a dead head, longest blocked first, with how many jobs wait behind. */
   blockedKeys(options: BlockedKeysOptions = {}): Promise<BlockedKey[]> {
-    return blockedKeys(this.pool, this.schema, options);
+    return publicCall(this.#context, 'blockedKeys', () => blockedKeys(this.pool, this.schema, options));
   }
 
   /** Stops claims from `queue`; running jobs finish. */
   pauseQueue(queue: string): Promise<QueueSettings> {
-    return setQueuePaused(this.#context, queue, true);
+    return publicCall(this.#context, 'pauseQueue', () => setQueuePaused(this.#context, queue, true));
   }
 
   /** Lets `queue` be claimed again. */
   resumeQueue(queue: string): Promise<QueueSettings> {
-    return setQueuePaused(this.#context, queue, false);
+    return publicCall(this.#context, 'resumeQueue', () => setQueuePaused(this.#context, queue, false));
   }
 
   /**
@@ -277,7 +287,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * `unattended` when claimable work waits past `unattendedAfterMs` (default 60 s) with no live lease.
    */
   listQueues(options?: { limit?: number; unattendedAfterMs?: number }): Promise<QueueSummary[]> {
-    return queueSummaries(this.pool, this.schema, options);
+    return publicCall(this.#context, 'listQueues', () => queueSummaries(this.pool, this.schema, options));
   }
 
   /**
@@ -285,22 +295,24 @@ export class Leasehold extends LeaseholdWorkflows {
    * past their queue's dead retention (each leaving a tombstone), in bounded batches.
    */
   prune(options?: PruneOptions): Promise<PruneResult> {
-    return prune(this.#context, options);
+    return publicCall(this.#context, 'prune', () => prune(this.#context, options));
   }
 
   /** Lost-fence attempts counted so far, per queue and operation. */
   leaseRefusals(): Promise<RefusalCount[]> {
-    return readRefusals(this.pool, this.schema);
+    return publicCall(this.#context, 'leaseRefusals', () => readRefusals(this.pool, this.schema));
   }
 
   /** Database-derived gauges per queue in one bounded, index-served snapshot: safe to poll every few seconds. */
   stats(options: StatsOptions = {}): Promise<LeaseholdStats> {
-    return readStats(this.pool, this.schema, options);
+    return publicCall(this.#context, 'stats', () => readStats(this.pool, this.schema, options));
   }
 
   /** Checks health rules (old work, dead jobs, old transactions, table bloat); `ok` false lists each failure. */
   checkHealth(rules: HealthRules = {}): Promise<HealthReport> {
-    return checkHealth(this.pool, this.schema, rules, () => oldestStatement(this.#context));
+    return publicCall(this.#context, 'checkHealth', () =>
+      checkHealth(this.pool, this.schema, rules, () => oldestStatement(this.#context)),
+    );
   }
 
   /**
@@ -313,6 +325,7 @@ export class Leasehold extends LeaseholdWorkflows {
 
   /** Creates a worker that runs handlers for the given queues and tasks. Call `start()` on it. */
   worker(options: WorkerOptions): Worker {
+    assertOpen(this.#context, 'worker');
     return new Worker(this.#context, options);
   }
 }
