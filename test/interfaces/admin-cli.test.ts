@@ -1,3 +1,4 @@
+import { createServer } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runCliInProcess } from '../support/cli-inprocess.js';
 import { databaseUrl, migratedClient } from '../support/db.js';
@@ -194,6 +195,28 @@ describe('admin CLI', () => {
       expect(help.stdout, args.join(' ')).toContain('Examples:');
       expect(help.stdout, args.join(' ')).toContain('--database-url');
       expect(help.stdout, args.join(' ')).toContain('--json');
+    }
+  });
+
+  it('a server that drops the connection at once gets the one clear connection-failure line', async () => {
+    // What an unroutable address or a proxy with nothing behind it does: the TCP connection is
+    // made, then ended before the server says anything ("Connection terminated unexpectedly").
+    const server = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    try {
+      const result = await cli([
+        'queues',
+        '--database-url',
+        `postgres://postgres@127.0.0.1:${port}/postgres`,
+      ]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(
+        /^leasehold: cannot use the database \(Connection terminated unexpectedly\): check --database-url or DATABASE_URL\n$/,
+      );
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });
