@@ -261,8 +261,8 @@ export interface LeaseholdErrorByCode {
   CLIENT_CLOSED: ClientClosedError;
 }
 
-// Every code, once: the guard below accepts only these (an object with another `code` is not ours).
-const KNOWN_CODES: Readonly<Record<LeaseholdErrorCode, true>> = {
+/** Every code, once: `isLeaseholdError` accepts only these (an object with another `code` is not ours). */
+export const KNOWN_CODES: Readonly<Record<LeaseholdErrorCode, true>> = {
   VALIDATION: true,
   SCHEMA_VERSION: true,
   DATABASE: true,

@@ -20,8 +20,14 @@ export type { Dashboard, DashboardOptions } from './dashboard/server.js';
 export { startDashboard } from './dashboard/server.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
 export { startEmbeddedPostgres } from './embedded.js';
-export type { JobErrorSummary, LeaseholdErrorCode } from './errors.js';
+export type {
+  DatabaseErrorDetails,
+  JobErrorSummary,
+  LeaseholdErrorByCode,
+  LeaseholdErrorCode,
+} from './errors.js';
 export {
+  ClientClosedError,
   DatabaseError,
   EmbeddedPostgresError,
   isLeaseholdError,

@@ -222,10 +222,7 @@ describe('database roles', () => {
 
     await expectDenied(producer.claim({ queue: 'mail', owner: 'p' }), /permission denied for table queues/);
     await expectDenied(producer.complete(lease!), /^complete failed: permission denied for function/);
-    await expectDenied(
-      producer.recoverExpired(),
-      /^recoverExpired failed: permission denied for function/,
-    );
+    await expectDenied(producer.recoverExpired(), /^recoverExpired failed: permission denied for function/);
     await expectDenied(producer.replay([dead.id], { reason: 'try' }), /permission denied for table/);
     await expectDenied(producer.cancel(pending.id, { reason: 'stop' }), /permission denied for table/);
     await expectDenied(producer.prune(), /permission denied for table/);
