@@ -25,6 +25,7 @@ import { enqueue, enqueueMany } from './operations/enqueue.js';
 import { enqueueTask, enqueueTaskMany } from './operations/enqueue-task.js';
 import { checkHealth, type HealthReport, type HealthRules, oldestStatement } from './operations/health.js';
 import { getJob } from './operations/jobs.js';
+import { forgetQueue } from './operations/known-queues.js';
 import { claim, complete, completeMany, fail, heartbeat, snooze } from './operations/leases.js';
 import {
   type BlockedKey,
@@ -34,7 +35,7 @@ import {
   skip,
 } from './operations/ordering.js';
 import { prune } from './operations/prune.js';
-import { configureQueueSettings, setQueuePaused } from './operations/queue-settings.js';
+import { configureQueueSettings, type PauseOptions, setQueuePaused } from './operations/queue-settings.js';
 import {
   type QueueConfig,
   type QueueSettings,
@@ -272,18 +273,32 @@ export class Leasehold extends LeaseholdWorkflows {
     return publicCall(this.#context, 'blockedKeys', () => blockedKeys(this.pool, this.schema, options));
   }
 
-  /** Stops claims from `queue`; running jobs finish. */
-  pauseQueue(queue: string): Promise<QueueSettings> {
-    return publicCall(this.#context, 'pauseQueue', () => setQueuePaused(this.#context, queue, true));
+  /**
+   * Stops claims from `queue`; running jobs finish. An unknown queue (a typo) is refused with
+   * `QueueNotFoundError` naming the closest known ones, unless `{ create: true }`.
+   */
+  pauseQueue(queue: string, options?: PauseOptions): Promise<QueueSettings> {
+    return publicCall(this.#context, 'pauseQueue', () => setQueuePaused(this.#context, queue, true, options));
   }
 
-  /** Lets `queue` be claimed again. */
-  resumeQueue(queue: string): Promise<QueueSettings> {
-    return publicCall(this.#context, 'resumeQueue', () => setQueuePaused(this.#context, queue, false));
+  /** Lets `queue` be claimed again; an unknown queue is refused as `pauseQueue` refuses it. */
+  resumeQueue(queue: string, options?: PauseOptions): Promise<QueueSettings> {
+    return publicCall(this.#context, 'resumeQueue', () =>
+      setQueuePaused(this.#context, queue, false, options),
+    );
   }
 
   /**
-   * Every queue that has jobs or settings: counts, oldest claimable age, owner, paused, and
+   * Forgets a known queue that no longer exists (no job in any state, no schedule): its settings go
+   * and it leaves `listQueues()` and `stats()`. False when it still has jobs or a schedule.
+   */
+  forgetQueue(queue: string): Promise<boolean> {
+    return publicCall(this.#context, 'forgetQueue', () => forgetQueue(this.pool, this.schema, queue));
+  }
+
+  /**
+   * Every known queue (with jobs, settings, a schedule, or recorded when its last job was removed,
+   * with zeros): counts, oldest claimable age, owner, paused, and
    * `unattended` when claimable work waits past `unattendedAfterMs` (default 60 s) with no live lease.
    */
   listQueues(options?: { limit?: number; unattendedAfterMs?: number }): Promise<QueueSummary[]> {

@@ -3,6 +3,8 @@
  * rather than `instanceof` alone: two copies of the package can be installed side by side.
  */
 
+import { operationOf, STATEMENT_NAME } from './operation-names.js';
+
 /** Stable error codes raised by Leasehold itself. */
 export type LeaseholdErrorCode =
   | 'VALIDATION'
@@ -18,7 +20,8 @@ export type LeaseholdErrorCode =
   | 'JOB_CANCELLED'
   | 'WAIT_TIMEOUT'
   | 'WAIT_ABORTED'
-  | 'CLIENT_CLOSED';
+  | 'CLIENT_CLOSED'
+  | 'QUEUE_NOT_FOUND';
 
 /** Base class of every error Leasehold raises. */
 export class LeaseholdError extends Error {
@@ -243,6 +246,26 @@ export class ClientClosedError extends LeaseholdError {
   }
 }
 
+/**
+ * An operator call named a queue that is not known (no job was ever enqueued to it, it was never
+ * configured, no schedule names it): a typo, most likely. Nothing was changed. `closest` holds the
+ * known queues nearest by spelling.
+ */
+export class QueueNotFoundError extends LeaseholdError {
+  /** The queue name given. */
+  readonly queue: string;
+  /** Known queues spelt nearest to it (at most three), nearest first; empty when none is near. */
+  readonly closest: readonly string[];
+
+  constructor(queue: string, closest: readonly string[]) {
+    const hint = closest.length === 0 ? '' : ` (did you mean ${closest.map((q) => `"${q}"`).join(' or ')}?)`;
+    super('QUEUE_NOT_FOUND', `no queue "${queue}"${hint}`);
+    this.name = 'QueueNotFoundError';
+    this.queue = queue;
+    this.closest = closest;
+  }
+}
+
 /** The class each code is raised with: what `isLeaseholdError(err, code)` narrows to. */
 export interface LeaseholdErrorByCode {
   VALIDATION: ValidationError;
@@ -259,6 +282,7 @@ export interface LeaseholdErrorByCode {
   WAIT_TIMEOUT: WaitTimeoutError;
   WAIT_ABORTED: WaitAbortedError;
   CLIENT_CLOSED: ClientClosedError;
+  QUEUE_NOT_FOUND: QueueNotFoundError;
 }
 
 /** Every code, once: `isLeaseholdError` accepts only these (an object with another `code` is not ours). */
@@ -277,6 +301,7 @@ export const KNOWN_CODES: Readonly<Record<LeaseholdErrorCode, true>> = {
   WAIT_TIMEOUT: true,
   WAIT_ABORTED: true,
   CLIENT_CLOSED: true,
+  QUEUE_NOT_FOUND: true,
 };
 
 /**
@@ -303,49 +328,6 @@ const PAYLOAD_SIZE_CONSTRAINT = 'jobs_payload_size';
 const SQLSTATE = /^[0-9A-Z]{5}$/;
 // What pg-pool says to a query on a pool that was ended (by `lh.close()`, or by its owner).
 const POOL_ENDED = 'Cannot use a pool after calling end on the pool';
-// Named statements read "leasehold_<label>_<digest>".
-const STATEMENT_NAME = /^leasehold_(.+)_[0-9a-f]{10}$/;
-
-// The public call each internal statement serves, by the start of its label: what an error's
-// message names when it reaches a worker's `error` event rather than a client call (which names
-// its own method, see `inOperation`). First match wins.
-const OPERATION_OF_LABEL: readonly (readonly [RegExp, string])[] = [
-  [/^(enqueue|wakeup_notify|attach_traceparent)/, 'enqueue'],
-  [/^(claim|queue_claim_settings|list_pending|read_traceparents)/, 'claim'],
-  [/^(complete|find_landed_outcomes|record_refusal)/, 'complete'],
-  [/^fail/, 'fail'],
-  [/^snooze/, 'snooze'],
-  [/^(extend_leases|transaction_timeouts)/, 'heartbeat'],
-  [/^(get_job|job_attempt_facts|list_job_events|read_jobs_tuples|read_job_parents|job_effect)/, 'getJob'],
-  [/^effect_/, 'job.effect'],
-  [/^(recover_expired|lease_next_expiry)/, 'recoverExpired'],
-  [/^(prune|metrics_rollup_prune|schedule_tick_prune)/, 'prune'],
-  [/^(move_job_lane_rows|truncate_job_lanes)/, 'rotateLanes'],
-  [/^(list_aging_queues|age_pending_jobs)/, 'aging pass'],
-  [/^repair_/, 'ordering-key repair'],
-  [/^(schedule_fire|job_schedule_tick)/, 'runSchedules'],
-  [/^schedule_/, 'schedule'],
-  [/^replay/, 'replay'],
-  [/^(cancel|remove_listed)/, 'cancel'],
-  [/^(list_dead|count_dead)/, 'listDead'],
-  [/^(list_queues|configure_queue|queue_pause)/, 'queue settings'],
-  [/^(read_|rate_limit_stats|stats_|metrics_rollup)/, 'stats'],
-  [/^(list_blocked_keys|skip_job)/, 'ordering keys'],
-  [/^(enqueue_flow|read_flow_nodes|list_blocked_flows|prune_flows)/, 'flows'],
-  [/^(queue_payload_search|bulk_action)/, 'search'],
-  [/^(list_refusals|operator_action_list)/, 'history'],
-  [/^(read_waited_jobs|mark_waited_jobs)/, 'waitFor'],
-  [/^maintenance_lock/, 'maintenance'],
-];
-
-/** The public call an internal statement serves (`leasehold_enqueue_one_3ab6a29fdd` gives `enqueue`). */
-export function operationOf(statement: string): string {
-  const label = STATEMENT_NAME.exec(statement)?.[1];
-  if (label === undefined) return statement; // already an operation's name (`migrate`, `start`)
-  for (const [pattern, operation] of OPERATION_OF_LABEL) if (pattern.test(label)) return operation;
-  return 'a database call';
-}
-
 /**
  * Wraps a thrown driver error in a `DatabaseError` (a `PermissionError` for a missing privilege)
  * without repeating parameter values (they may hold payloads) in the message; a payload refused by

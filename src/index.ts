@@ -38,6 +38,7 @@ export {
   LeaseholdError,
   LeaseLostError,
   PermissionError,
+  QueueNotFoundError,
   SchemaVersionError,
   ValidationError,
   WaitAbortedError,

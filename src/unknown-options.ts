@@ -19,22 +19,28 @@ export function rejectUnknownOptions(object: object, known: readonly string[], f
 
 /**
  * The known option nearest to `given` by edit distance (case-insensitive), when it is near enough to
- * be a typo: at most one edit (a swap of neighbours counts as one) for names up to four characters,
- * two up to eight, three beyond.
+ * be a typo (see `closestNames`).
  */
 export function closestOption(given: string, known: readonly string[]): string | undefined {
+  return closestNames(given, known, 1)[0];
+}
+
+/**
+ * The one "did you mean" of Leasehold (options, queue names): up to `max` of `known` nearest to
+ * `given` by edit distance (case-insensitive), nearest first, when near enough to be a typo: at most
+ * one edit (a swap of neighbours counts as one) for names up to four characters, two up to eight,
+ * three beyond.
+ */
+export function closestNames(given: string, known: readonly string[], max: number): string[] {
   const name = given.toLowerCase();
   const allowed = name.length <= 4 ? 1 : name.length <= 8 ? 2 : 3;
-  let best: string | undefined;
-  let bestDistance = allowed + 1;
+  const near: { candidate: string; distance: number }[] = [];
   for (const candidate of known) {
-    const distance = editDistance(name, candidate.toLowerCase(), bestDistance);
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
+    const distance = editDistance(name, candidate.toLowerCase(), allowed + 1);
+    if (distance <= allowed) near.push({ candidate, distance });
   }
-  return best;
+  near.sort((a, b) => a.distance - b.distance || (a.candidate < b.candidate ? -1 : 1));
+  return near.slice(0, max).map((entry) => entry.candidate);
 }
 
 // Edit distance counting insertions, deletions, substitutions and swaps of neighbours (optimal
