@@ -219,4 +219,31 @@ describe('admin CLI', () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
+
+  it('pause, resume, replay --queue and dead list --queue refuse a queue that does not exist, naming the closest', async () => {
+    const lh = await migratedClient();
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    await lh.enqueue('emails', { n: 1 });
+    for (const args of [
+      ['pause', 'emials'],
+      ['resume', 'emials'],
+      ['replay', '--queue', 'emials', '--reason', 'typo'],
+      ['dead', 'list', '--queue', 'emials'],
+    ]) {
+      const result = await cli([...args, ...db]);
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stdout, args.join(' ')).toBe('');
+      expect(result.stderr, args.join(' ')).toBe('leasehold: no queue "emials" (did you mean "emails"?)\n');
+    }
+    // No phantom queue was left behind, and the real one was not paused.
+    expect(JSON.parse((await cli(['queues', '--json', ...db])).stdout)).toEqual([
+      expect.objectContaining({ name: 'emails', paused: false }),
+    ]);
+    // --create pauses a queue before its first job.
+    expect(await cli(['pause', 'invoices', '--create', ...db])).toMatchObject({
+      code: 0,
+      stdout: 'queue invoices paused: no new claims until `leasehold resume invoices`\n',
+    });
+    expect(await cli(['resume', 'invoices', ...db])).toMatchObject({ code: 0 });
+  });
 });
