@@ -11,6 +11,7 @@ import {
   type LeaseholdError,
   type LeaseLostError,
   type PermissionError,
+  type QueueNotFoundError,
   type SchemaVersionError,
   type ValidationError,
   type WaitAbortedError,
@@ -51,6 +52,10 @@ describe('isLeaseholdError narrows to the class of the code', () => {
     if (isLeaseholdError(err, 'WAIT_TIMEOUT')) expectTypeOf(err).toEqualTypeOf<WaitTimeoutError>();
     if (isLeaseholdError(err, 'WAIT_ABORTED')) expectTypeOf(err).toEqualTypeOf<WaitAbortedError>();
     if (isLeaseholdError(err, 'CLIENT_CLOSED')) expectTypeOf(err).toEqualTypeOf<ClientClosedError>();
+    if (isLeaseholdError(err, 'QUEUE_NOT_FOUND')) {
+      expectTypeOf(err).toEqualTypeOf<QueueNotFoundError>();
+      expectTypeOf(err.closest).toEqualTypeOf<readonly string[]>();
+    }
   });
 
   it('without a code, the base class; an unknown code does not compile', () => {
