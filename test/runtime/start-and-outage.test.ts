@@ -1,6 +1,9 @@
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
+import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type DatabaseError, isLeaseholdError, Leasehold } from '../../src/index.js';
+import { root } from '../support/cli-build.js';
 import {
   closeAfterTest,
   databaseUrl,
@@ -10,6 +13,7 @@ import {
   uniqueSchema,
   waitFor,
 } from '../support/db.js';
+import { assertFreshDist } from '../support/fresh-dist.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { started } from '../support/worker.js';
 
@@ -74,6 +78,47 @@ describe('start fails loudly', () => {
     // Nothing runs: stop() has nothing to wait for, and the worker may start again later.
     await worker.stop();
     expect(worker.activeCount).toBe(0);
+  });
+
+  it('a process whose worker cannot reach its database gets DATABASE from start() and exits by itself', async () => {
+    assertFreshDist();
+    // The built package, as a user runs it: no close(), no process.exit(); nothing may be left running.
+    const script = `
+      import { Leasehold } from ${JSON.stringify(pathToFileURL(`${root}dist/index.js`).href)};
+      const lh = new Leasehold({ connectionString: process.env.REFUSED_URL });
+      const worker = lh.worker({ queues: { emails: async () => {} } });
+      try {
+        await worker.start();
+        console.log('started');
+      } catch (err) {
+        console.log(JSON.stringify({ code: err.code, errno: err.errno, sqlState: err.sqlState ?? null }));
+      }
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      env: { ...process.env, REFUSED_URL: await refusedUrl() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+    });
+    child.stderr?.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    const deadline = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    try {
+      const code = await exited;
+      expect(code, `the process did not exit by itself; it printed:\n${output}`).toBe(0);
+      expect(JSON.parse(output.trim()), output).toEqual({
+        code: 'DATABASE',
+        errno: 'ECONNREFUSED',
+        sqlState: null,
+      });
+    } finally {
+      clearTimeout(deadline);
+      child.kill('SIGKILL');
+    }
   });
 
   it('start() on a schema never migrated rejects with SCHEMA_VERSION saying to migrate', async () => {
