@@ -82,7 +82,9 @@ export class OutageReport {
     try {
       await this.#pool.query('SELECT 1');
     } catch {
-      return; // still down: the next probe tries again
+      // Still down: the next probe tries again, unless the pool was ended (the client closed).
+      if ((this.#pool as { ending?: unknown }).ending === true) this.stop();
+      return;
     } finally {
       this.#probing = false;
     }
