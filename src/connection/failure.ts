@@ -7,7 +7,7 @@ const NO_SESSION_STATE = /^(08|28)|^3D000$/;
 const SOCKET_CODE = /^E[A-Z]+$/;
 // Driver messages of a connection that ended, or was never made, without a code.
 const CONNECTION_MESSAGE =
-  /Connection terminated|Connection ended|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i;
+  /Connection terminated|Connection ended|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable/i;
 
 /**
  * True when `err` (a Leasehold error, a driver error, or an error wrapping one as `cause`) says the
