@@ -25,7 +25,7 @@ function distinctNames(name: string, table: string, where: string): string {
 }
 
 /** The loose scans of the job tables' queue-led indexes, as CTEs of a `WITH RECURSIVE`. */
-export function jobQueueNameScans(s: string): string {
+function jobQueueNameScans(s: string): string {
   return [
     distinctNames(
       'pending_names',
