@@ -1,4 +1,5 @@
 import { isConnectionFailure, serverOf } from '../connection/failure.js';
+import { toDatabaseError } from '../errors.js';
 
 /** The pool whose server is watched: its settings name the host, and `SELECT 1` probes it. */
 export interface ProbedPool {
@@ -58,7 +59,9 @@ export class OutageReport {
     this.#probe = setInterval(() => this.#check(), PROBE_INTERVAL_MS);
     this.#probe.unref();
     if (this.#listened()) {
-      this.#emitter.emit('error', err);
+      // Typed, whichever part heard it first: a raw driver error (the LISTEN connection's) becomes
+      // a DatabaseError, as a statement's already is.
+      this.#emitter.emit('error', toDatabaseError(err, 'database connection'));
       return;
     }
     this.#warned = true;
