@@ -76,8 +76,8 @@ export type {
 export { MAX_FLOW_BYTES, MAX_FLOW_EDGES, MAX_FLOW_NODES } from './operations/flows.js';
 export type { HealthFailure, HealthReport, HealthRules } from './operations/health.js';
 export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
-export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
 export type { PauseOptions } from './operations/queue-settings.js';
+export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
 export type { RateLimit } from './operations/rate-limits.js';
 export type { ReplayFilter, ReplayOptions, ReplayProgress, ReplayResult } from './operations/replay.js';
 export type { RunUntilIdleOptions } from './operations/run-until-idle.js';
