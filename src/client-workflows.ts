@@ -1,5 +1,5 @@
 import type { LeaseholdOptions } from './client-options.js';
-import { attachContext, type LeaseholdContext, resolveContext } from './context.js';
+import { attachContext, type LeaseholdContext, publicCall, resolveContext } from './context.js';
 import type { SchedulerResult } from './maintenance/scheduler.js';
 import type { BlockedFlow, EnqueueFlowResult, FlowNode, FlowView } from './operations/flows.js';
 import type { RunUntilIdleOptions } from './operations/run-until-idle.js';
@@ -37,32 +37,44 @@ export class LeaseholdWorkflows {
    * Cron, zone, payload (by the task's schema) and job fields are checked now (`ValidationError`).
    */
   schedule(name: string, options: ScheduleOptions): Promise<ScheduleInfo> {
-    return operatorCalls().then(({ schedule }) => schedule(this.#context, name, options));
+    return publicCall(this.#context, 'schedule', () =>
+      operatorCalls().then((calls) => calls.schedule(this.#context, name, options)),
+    );
   }
 
   /** Removes a schedule (jobs it fired stay); false when none had that name. */
   unschedule(name: string): Promise<boolean> {
-    return operatorCalls().then(({ unschedule }) => unschedule(this.#context, name));
+    return publicCall(this.#context, 'unschedule', () =>
+      operatorCalls().then((calls) => calls.unschedule(this.#context, name)),
+    );
   }
 
   /** Every schedule in name order, with its next and last tick and paused flag. */
   schedules(options?: { limit?: number }): Promise<ScheduleInfo[]> {
-    return operatorCalls().then(({ listSchedules }) => listSchedules(this.#context, options));
+    return publicCall(this.#context, 'schedules', () =>
+      operatorCalls().then((calls) => calls.listSchedules(this.#context, options)),
+    );
   }
 
   /** Stops a schedule firing; `ValidationError` when none has that name. */
   pauseSchedule(name: string): Promise<ScheduleInfo> {
-    return operatorCalls().then(({ setPaused }) => setPaused(this.#context, name, true));
+    return publicCall(this.#context, 'pauseSchedule', () =>
+      operatorCalls().then((calls) => calls.setPaused(this.#context, name, true)),
+    );
   }
 
   /** Lets a paused schedule fire again, from its next tick on (ticks named while paused do not fire). */
   resumeSchedule(name: string): Promise<ScheduleInfo> {
-    return operatorCalls().then(({ setPaused }) => setPaused(this.#context, name, false));
+    return publicCall(this.#context, 'resumeSchedule', () =>
+      operatorCalls().then((calls) => calls.setPaused(this.#context, name, false)),
+    );
   }
 
   /** One scheduler pass now (workers run one every second): fires every due tick, one job each. */
   runSchedules(): Promise<SchedulerResult> {
-    return operatorCalls().then(({ runSchedules }) => runSchedules(this.#context));
+    return publicCall(this.#context, 'runSchedules', () =>
+      operatorCalls().then((calls) => calls.runSchedules(this.#context)),
+    );
   }
 
   // Flows (issue 16): jobs that depend on jobs.
@@ -73,17 +85,23 @@ export class LeaseholdWorkflows {
    * over the bounds are a `ValidationError`, nothing written. Returns the job ids by ref.
    */
   enqueueFlow(nodes: readonly FlowNode[], options?: { client?: Queryable }): Promise<EnqueueFlowResult> {
-    return operatorCalls().then(({ enqueueFlow }) => enqueueFlow(this.#context, nodes, options));
+    return publicCall(this.#context, 'enqueueFlow', () =>
+      operatorCalls().then((calls) => calls.enqueueFlow(this.#context, nodes, options)),
+    );
   }
 
   /** The flow holding job `id`: every node with its status and parents; null when none. */
   getFlow(id: string | bigint | number): Promise<FlowView | null> {
-    return operatorCalls().then(({ getFlow }) => getFlow(this.#context, id));
+    return publicCall(this.#context, 'getFlow', () =>
+      operatorCalls().then((calls) => calls.getFlow(this.#context, id)),
+    );
   }
 
   /** Flows stalled on a dead or cancelled job, longest stalled first: replay the job to resume. */
   blockedFlows(options?: { limit?: number }): Promise<BlockedFlow[]> {
-    return operatorCalls().then(({ blockedFlows }) => blockedFlows(this.#context, options));
+    return publicCall(this.#context, 'blockedFlows', () =>
+      operatorCalls().then((calls) => calls.blockedFlows(this.#context, options)),
+    );
   }
 
   /**
@@ -92,7 +110,9 @@ export class LeaseholdWorkflows {
    * handed back. Resolves with what ran: `{ succeeded, failed, dead, snoozed, lost, recovered, endedBy }`.
    */
   runUntilIdle(options: RunUntilIdleOptions): Promise<IdleRunResult> {
-    return operatorCalls().then(({ runUntilIdle }) => runUntilIdle(this.#context, options));
+    return publicCall(this.#context, 'runUntilIdle', () =>
+      operatorCalls().then((calls) => calls.runUntilIdle(this.#context, options)),
+    );
   }
 
   /**
@@ -105,7 +125,11 @@ export class LeaseholdWorkflows {
     id: string | bigint | number,
     options?: WaitForOptions,
   ): Promise<WaitForResult<Result>> {
-    return waitFor(this.#context, id, options) as Promise<WaitForResult<Result>>;
+    return publicCall(
+      this.#context,
+      'waitFor',
+      () => waitFor(this.#context, id, options) as Promise<WaitForResult<Result>>,
+    );
   }
 
   /** Enqueues, then waits for the job as `waitFor` does; for a task, `result` is typed by its handler. */
@@ -120,6 +144,8 @@ export class LeaseholdWorkflows {
     payload: unknown,
     options?: EnqueueAndWaitOptions,
   ): Promise<WaitForResult> {
-    return enqueueAndWait(this.#context, target, payload, options);
+    return publicCall(this.#context, 'enqueueAndWait', () =>
+      enqueueAndWait(this.#context, target, payload, options),
+    );
   }
 }

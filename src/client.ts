@@ -12,7 +12,7 @@ import type {
 import { LeaseholdWorkflows } from './client-workflows.js';
 import type { BackoffOptions } from './config.js';
 import type { OutstandingStatement } from './connection/statement-watch.js';
-import { closeContext, joining, type LeaseholdContext } from './context.js';
+import { assertOpen, closeContext, joining, type LeaseholdContext, publicCall } from './context.js';
 import { contextOf } from './context-of.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
@@ -26,6 +26,7 @@ import { enqueueTask, enqueueTaskMany } from './operations/enqueue-task.js';
 import type { HealthReport, HealthRules } from './operations/health.js';
 import { claim, complete, completeMany, fail, heartbeat, snooze } from './operations/leases.js';
 import type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
+import type { PauseOptions } from './operations/queue-settings.js';
 import type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
 import { type RecoverOptions, recoverExpired } from './operations/recovery.js';
 import type { ReplayFilter, ReplayOptions, ReplayResult } from './operations/replay.js';
@@ -98,10 +99,12 @@ export class Leasehold extends LeaseholdWorkflows {
 
   /** Creates or upgrades the schema; safe to call from many processes at once. */
   migrate(): Promise<MigrateResult> {
-    return operatorCalls().then(({ migrate }) => migrate(this.pool, this.schema));
+    return publicCall(this.#context, 'migrate', () =>
+      operatorCalls().then((calls) => calls.migrate(this.pool, this.schema)),
+    );
   }
 
-  /** Ends the pool if Leasehold created it. */
+  /** Ends the pool if Leasehold created it; every later call rejects with `CLIENT_CLOSED`. Safe to call twice. */
   close(): Promise<void> {
     return closeContext(this.#context);
   }
@@ -119,9 +122,11 @@ export class Leasehold extends LeaseholdWorkflows {
   ): Promise<EnqueueResult>;
   enqueue(queue: string, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult>;
   enqueue(target: string | AnyTask, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult> {
-    return typeof target === 'string'
-      ? enqueue(this.#context, target, payload, options)
-      : enqueueTask(this.#context, target, payload, options);
+    return publicCall(this.#context, 'enqueue', () =>
+      typeof target === 'string'
+        ? enqueue(this.#context, target, payload, options)
+        : enqueueTask(this.#context, target, payload, options),
+    );
   }
 
   /**
@@ -143,29 +148,31 @@ export class Leasehold extends LeaseholdWorkflows {
     items: readonly EnqueueItem[],
     options?: { client?: Queryable },
   ): Promise<EnqueueManyResult> {
-    return typeof target === 'string'
-      ? enqueueMany(this.#context, target, items, options)
-      : enqueueTaskMany(this.#context, target, items, options);
+    return publicCall(this.#context, 'enqueueMany', () =>
+      typeof target === 'string'
+        ? enqueueMany(this.#context, target, items, options)
+        : enqueueTaskMany(this.#context, target, items, options),
+    );
   }
 
   /** Claims up to `limit` jobs of a queue in one statement and commits at once. */
   claim(options: ClaimOptions): Promise<Lease[]> {
-    return claim(this.#context, options);
+    return publicCall(this.#context, 'claim', () => claim(this.#context, options));
   }
 
   /** Extends a lease from now; false when it is lost (expired, recovered or reclaimed). */
   heartbeat(lease: Lease, options?: { leaseMs?: number; client?: Queryable }): Promise<boolean> {
-    return heartbeat(this.#context, lease, options);
+    return publicCall(this.#context, 'heartbeat', () => heartbeat(this.#context, lease, options));
   }
 
   /** Ends this run; the job is claimable again after `delayMs`, no attempt spent. False when the lease was lost. */
   snooze(lease: Lease, delayMs: number, options?: { client?: Queryable }): Promise<boolean> {
-    return snooze(this.#context, lease, delayMs, options);
+    return publicCall(this.#context, 'snooze', () => snooze(this.#context, lease, delayMs, options));
   }
 
   /** Marks the job succeeded; false when the lease was lost and nothing changed. */
   complete(lease: Lease, options?: { client?: Queryable }): Promise<boolean> {
-    return complete(this.#context, lease, options);
+    return publicCall(this.#context, 'complete', () => complete(this.#context, lease, options));
   }
 
   /**
@@ -173,7 +180,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * (the others were fenced out and changed nothing).
    */
   completeMany(leases: readonly Lease[], options?: { client?: Queryable }): Promise<Set<string>> {
-    return completeMany(this.#context, leases, options);
+    return publicCall(this.#context, 'completeMany', () => completeMany(this.#context, leases, options));
   }
 
   /**
@@ -181,7 +188,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * not retryable; kept, never deleted) or `lost` (the lease was lost; nothing changed).
    */
   fail(lease: Lease, error: unknown, options?: FailOptions): Promise<FailOutcome> {
-    return fail(this.#context, lease, error, options);
+    return publicCall(this.#context, 'fail', () => fail(this.#context, lease, error, options));
   }
 
   /**
@@ -189,7 +196,7 @@ export class Leasehold extends LeaseholdWorkflows {
    * `batchSize`, each its own short transaction, until none is left or `limit` jobs were moved.
    */
   recoverExpired(options?: RecoverOptions): Promise<{ retried: number; dead: number }> {
-    return recoverExpired(this.#context, options);
+    return publicCall(this.#context, 'recoverExpired', () => recoverExpired(this.#context, options));
   }
 
   /**
@@ -197,7 +204,9 @@ export class Leasehold extends LeaseholdWorkflows {
    * due to be emptied, then truncates the drained ones. See docs/storage.md.
    */
   rotateLanes(): Promise<LaneRotationResult> {
-    return operatorCalls().then(({ rotateLanes }) => rotateLanes(this.pool, this.schema));
+    return publicCall(this.#context, 'rotateLanes', () =>
+      operatorCalls().then((calls) => calls.rotateLanes(this.pool, this.schema)),
+    );
   }
 
   /** Reads one job; null when none has that id. With `history: true`, adds its history in order. */
@@ -208,12 +217,16 @@ export class Leasehold extends LeaseholdWorkflows {
     id: string | bigint | number,
     options?: { history?: boolean },
   ): Promise<Job | JobWithHistory | null> {
-    return operatorCalls().then(({ getJob }) => getJob(this.#context, id, options));
+    return publicCall(this.#context, 'getJob', () =>
+      operatorCalls().then((calls) => calls.getJob(this.#context, id, options)),
+    );
   }
 
   /** Pages through dead jobs, newest death first, with their error summary (never payloads). */
   listDead(options: ListDeadOptions = {}): Promise<DeadJobPage> {
-    return operatorCalls().then(({ listDead }) => listDead(this.pool, this.schema, options));
+    return publicCall(this.#context, 'listDead', () =>
+      operatorCalls().then((calls) => calls.listDead(this.pool, this.schema, options)),
+    );
   }
 
   /**
@@ -225,19 +238,27 @@ export class Leasehold extends LeaseholdWorkflows {
     target: readonly (string | bigint | number)[] | ReplayFilter,
     options: ReplayOptions,
   ): Promise<ReplayResult> {
-    const joined = joining(this.#context, options);
-    return operatorCalls().then(({ replay }) => replay(this.pool, this.schema, target, joined));
+    return publicCall(this.#context, 'replay', () =>
+      operatorCalls().then((calls) =>
+        calls.replay(this.pool, this.schema, target, joining(this.#context, options)),
+      ),
+    );
   }
 
   /** Cancels a pending or running job (a running one's worker is fenced out); `JobStateError` when finished. */
   cancel(id: string | bigint | number, options: CancelOptions): Promise<CancelResult> {
-    const joined = joining(this.#context, options);
-    return operatorCalls().then(({ cancel }) => cancel(this.pool, this.schema, id, joined));
+    return publicCall(this.#context, 'cancel', () =>
+      operatorCalls().then((calls) =>
+        calls.cancel(this.pool, this.schema, id, joining(this.#context, options)),
+      ),
+    );
   }
 
   /** Creates or changes a queue's settings: owner, retention, paused, per-key limit, aging. */
   configureQueue(queue: string, config: QueueConfig): Promise<QueueSettings> {
-    return operatorCalls().then((calls) => calls.configureQueueSettings(this.#context, queue, config));
+    return publicCall(this.#context, 'configureQueue', () =>
+      operatorCalls().then((calls) => calls.configureQueueSettings(this.#context, queue, config)),
+    );
   }
 
   /**
@@ -245,30 +266,54 @@ export class Leasehold extends LeaseholdWorkflows {
    * `key_skipped` event (who, why); the key's next job becomes claimable. `JobStateError` unless dead.
    */
   skip(id: string | bigint | number, options: SkipOptions): Promise<void> {
-    return operatorCalls().then(({ skip }) => skip(this.pool, this.schema, id, options));
+    return publicCall(this.#context, 'skip', () =>
+      operatorCalls().then((calls) => calls.skip(this.pool, this.schema, id, options)),
+    );
   }
 
   /** Ordering keys blocked by a dead head, longest blocked first, with how many jobs wait behind. */
   blockedKeys(options: BlockedKeysOptions = {}): Promise<BlockedKey[]> {
-    return operatorCalls().then(({ blockedKeys }) => blockedKeys(this.pool, this.schema, options));
-  }
-
-  /** Stops claims from `queue`; running jobs finish. */
-  pauseQueue(queue: string): Promise<QueueSettings> {
-    return operatorCalls().then(({ setQueuePaused }) => setQueuePaused(this.#context, queue, true));
-  }
-
-  /** Lets `queue` be claimed again. */
-  resumeQueue(queue: string): Promise<QueueSettings> {
-    return operatorCalls().then(({ setQueuePaused }) => setQueuePaused(this.#context, queue, false));
+    return publicCall(this.#context, 'blockedKeys', () =>
+      operatorCalls().then((calls) => calls.blockedKeys(this.pool, this.schema, options)),
+    );
   }
 
   /**
-   * Every queue that has jobs or settings: counts, oldest claimable age, owner, paused, and
+   * Stops claims from `queue`; running jobs finish. An unknown queue (a typo) is refused with
+   * `QueueNotFoundError` naming the closest known ones, unless `{ create: true }`.
+   */
+  pauseQueue(queue: string, options?: PauseOptions): Promise<QueueSettings> {
+    return publicCall(this.#context, 'pauseQueue', () =>
+      operatorCalls().then((calls) => calls.setQueuePaused(this.#context, queue, true, options)),
+    );
+  }
+
+  /** Lets `queue` be claimed again; an unknown queue is refused as `pauseQueue` refuses it. */
+  resumeQueue(queue: string, options?: PauseOptions): Promise<QueueSettings> {
+    return publicCall(this.#context, 'resumeQueue', () =>
+      operatorCalls().then((calls) => calls.setQueuePaused(this.#context, queue, false, options)),
+    );
+  }
+
+  /**
+   * Forgets a known queue that no longer exists (no job in any state, no schedule): its settings go
+   * and it leaves `listQueues()` and `stats()`. False when it still has jobs or a schedule.
+   */
+  forgetQueue(queue: string): Promise<boolean> {
+    return publicCall(this.#context, 'forgetQueue', () =>
+      operatorCalls().then((calls) => calls.forgetQueue(this.pool, this.schema, queue)),
+    );
+  }
+
+  /**
+   * Every known queue (with jobs, settings, a schedule, or recorded when its last job was removed,
+   * with zeros): counts, oldest claimable age, owner, paused, and
    * `unattended` when claimable work waits past `unattendedAfterMs` (default 60 s) with no live lease.
    */
   listQueues(options?: { limit?: number; unattendedAfterMs?: number }): Promise<QueueSummary[]> {
-    return operatorCalls().then(({ queueSummaries }) => queueSummaries(this.pool, this.schema, options));
+    return publicCall(this.#context, 'listQueues', () =>
+      operatorCalls().then((calls) => calls.queueSummaries(this.pool, this.schema, options)),
+    );
   }
 
   /**
@@ -276,23 +321,29 @@ export class Leasehold extends LeaseholdWorkflows {
    * past their queue's dead retention (each leaving a tombstone), in bounded batches.
    */
   prune(options?: PruneOptions): Promise<PruneResult> {
-    return operatorCalls().then(({ prune }) => prune(this.#context, options));
+    return publicCall(this.#context, 'prune', () =>
+      operatorCalls().then((calls) => calls.prune(this.#context, options)),
+    );
   }
 
   /** Lost-fence attempts counted so far, per queue and operation. */
   leaseRefusals(): Promise<RefusalCount[]> {
-    return readRefusals(this.pool, this.schema);
+    return publicCall(this.#context, 'leaseRefusals', () => readRefusals(this.pool, this.schema));
   }
 
   /** Database-derived gauges per queue in one bounded, index-served snapshot: safe to poll every few seconds. */
   stats(options: StatsOptions = {}): Promise<LeaseholdStats> {
-    return operatorCalls().then(({ readStats }) => readStats(this.pool, this.schema, options));
+    return publicCall(this.#context, 'stats', () =>
+      operatorCalls().then((calls) => calls.readStats(this.pool, this.schema, options)),
+    );
   }
 
   /** Checks health rules (old work, dead jobs, old transactions, table bloat); `ok` false lists each failure. */
   checkHealth(rules: HealthRules = {}): Promise<HealthReport> {
-    return operatorCalls().then(({ checkHealth }) =>
-      checkHealth(this.pool, this.schema, rules, () => this.oldestStatement()),
+    return publicCall(this.#context, 'checkHealth', () =>
+      operatorCalls().then((calls) =>
+        calls.checkHealth(this.pool, this.schema, rules, () => this.oldestStatement()),
+      ),
     );
   }
 
@@ -306,6 +357,7 @@ export class Leasehold extends LeaseholdWorkflows {
 
   /** Creates a worker that runs handlers for the given queues and tasks. Call `start()` on it. */
   worker(options: WorkerOptions): Worker {
+    assertOpen(this.#context, 'worker');
     return new Worker(this.#context, options);
   }
 }

@@ -12,7 +12,7 @@ import {
   DEFAULT_WAIT_POLL_INTERVAL_MS,
   WAKEUP_WINDOW_MS,
 } from './defaults.js';
-import { ValidationError } from './errors.js';
+import { ClientClosedError, inOperation, ValidationError } from './errors.js';
 import { JobWaiters } from './job-waiters.js';
 import { poolerDefaults } from './pooler-env.js';
 import { ClaimRouter } from './runtime/claim-router.js';
@@ -161,8 +161,33 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
   };
 }
 
+// Contexts whose client was closed: every later public call rejects with CLIENT_CLOSED.
+const closed = new WeakSet<LeaseholdContext>();
+
+/**
+ * Runs the public call `operation` of a client: refused with `ClientClosedError` once the client is
+ * closed, and a database error it raises names `operation` rather than the statement it ran.
+ */
+export function publicCall<T>(
+  context: LeaseholdContext,
+  operation: string,
+  run: () => Promise<T>,
+): Promise<T> {
+  if (closed.has(context)) return Promise.reject(new ClientClosedError(operation));
+  return run().catch((err: unknown) => {
+    throw inOperation(err, operation);
+  });
+}
+
+/** Throws `ClientClosedError` when the client of `context` was closed (for calls that return no promise). */
+export function assertOpen(context: LeaseholdContext, operation: string): void {
+  if (closed.has(context)) throw new ClientClosedError(operation);
+}
+
 /** Sends pending wake-ups, ends open waits, and ends the pool if the context created it. */
 export async function closeContext(context: LeaseholdContext): Promise<void> {
+  if (closed.has(context)) return;
+  closed.add(context);
   await context.waiters.close();
   await context.wakeups.flush();
   if (context.ownsPool) await context.pool.end();

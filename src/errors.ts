@@ -3,6 +3,8 @@
  * rather than `instanceof` alone: two copies of the package can be installed side by side.
  */
 
+import { operationOf, STATEMENT_NAME } from './operation-names.js';
+
 /** Stable error codes raised by Leasehold itself. */
 export type LeaseholdErrorCode =
   | 'VALIDATION'
@@ -17,7 +19,9 @@ export type LeaseholdErrorCode =
   | 'JOB_DEAD'
   | 'JOB_CANCELLED'
   | 'WAIT_TIMEOUT'
-  | 'WAIT_ABORTED';
+  | 'WAIT_ABORTED'
+  | 'CLIENT_CLOSED'
+  | 'QUEUE_NOT_FOUND';
 
 /** Base class of every error Leasehold raises. */
 export class LeaseholdError extends Error {
@@ -51,20 +55,35 @@ export class SchemaVersionError extends LeaseholdError {
   }
 }
 
+/** Where a `DatabaseError` came from, beyond its message: for debugging, never for matching on. */
+export interface DatabaseErrorDetails {
+  /** The internal statement that failed (e.g. `leasehold_enqueue_one_3ab6a29fdd`); not a contract. */
+  readonly statement?: string | undefined;
+  /** The driver's or the socket's error code (`ECONNREFUSED`, `ETIMEDOUT`), when it sent no SQLSTATE. */
+  readonly errno?: string | undefined;
+}
+
 /** A driver or server error, translated at the storage boundary; `cause` keeps the original. */
 export class DatabaseError extends LeaseholdError {
-  /** The PostgreSQL SQLSTATE, when the server sent one. */
+  /** The PostgreSQL SQLSTATE (five characters, e.g. `40001`), when the server sent one; never a socket code. */
   readonly sqlState: string | undefined;
+  /** The driver's or the socket's error code (`ECONNREFUSED`) when the failure never reached a server. */
+  readonly errno: string | undefined;
+  /** The internal statement that failed, for debugging; messages name the public call instead. */
+  readonly statement: string | undefined;
 
   constructor(
     message: string,
     sqlState: string | undefined,
     cause: unknown,
     code: Extract<LeaseholdErrorCode, 'DATABASE' | 'PERMISSION_DENIED'> = 'DATABASE',
+    details: DatabaseErrorDetails = {},
   ) {
     super(code, message, { cause });
     this.name = 'DatabaseError';
     this.sqlState = sqlState;
+    this.errno = details.errno;
+    this.statement = details.statement;
   }
 }
 
@@ -83,8 +102,8 @@ const ROLES_HINT =
  * written. A `DatabaseError` too, with code `PERMISSION_DENIED`.
  */
 export class PermissionError extends DatabaseError {
-  constructor(message: string, cause: unknown) {
-    super(message, INSUFFICIENT_PRIVILEGE, cause, 'PERMISSION_DENIED');
+  constructor(message: string, cause: unknown, details: DatabaseErrorDetails = {}) {
+    super(message, INSUFFICIENT_PRIVILEGE, cause, 'PERMISSION_DENIED', details);
     this.name = 'PermissionError';
   }
 }
@@ -213,26 +232,91 @@ export class WaitAbortedError extends LeaseholdError {
   }
 }
 
-/** True when `err` is a Leasehold error, optionally of the given code. Works across package copies. */
+/**
+ * Every call on a client after `lh.close()` rejects with this (code `CLIENT_CLOSED`), instead of the
+ * driver's "Cannot use a pool after calling end on the pool".
+ */
+export class ClientClosedError extends LeaseholdError {
+  constructor(operation?: string) {
+    super(
+      'CLIENT_CLOSED',
+      `${operation === undefined ? '' : `${operation}: `}this Leasehold client is closed`,
+    );
+    this.name = 'ClientClosedError';
+  }
+}
+
+/**
+ * An operator call named a queue that is not known (no job was ever enqueued to it, it was never
+ * configured, no schedule names it): a typo, most likely. Nothing was changed. `closest` holds the
+ * known queues nearest by spelling.
+ */
+export class QueueNotFoundError extends LeaseholdError {
+  /** The queue name given. */
+  readonly queue: string;
+  /** Known queues spelt nearest to it (at most three), nearest first; empty when none is near. */
+  readonly closest: readonly string[];
+
+  constructor(queue: string, closest: readonly string[]) {
+    const hint = closest.length === 0 ? '' : ` (did you mean ${closest.map((q) => `"${q}"`).join(' or ')}?)`;
+    super('QUEUE_NOT_FOUND', `no queue "${queue}"${hint}`);
+    this.name = 'QueueNotFoundError';
+    this.queue = queue;
+    this.closest = closest;
+  }
+}
+
+/** The class each code is raised with: what `isLeaseholdError(err, code)` narrows to. */
+export interface LeaseholdErrorByCode {
+  VALIDATION: ValidationError;
+  SCHEMA_VERSION: SchemaVersionError;
+  DATABASE: DatabaseError;
+  PERMISSION_DENIED: PermissionError;
+  LEASE_LOST: LeaseLostError;
+  WORKER_STATE: LeaseholdError;
+  JOB_NOT_FOUND: JobNotFoundError;
+  JOB_STATE: JobStateError;
+  EMBEDDED_POSTGRES: EmbeddedPostgresError;
+  JOB_DEAD: JobDeadError;
+  JOB_CANCELLED: JobCancelledError;
+  WAIT_TIMEOUT: WaitTimeoutError;
+  WAIT_ABORTED: WaitAbortedError;
+  CLIENT_CLOSED: ClientClosedError;
+  QUEUE_NOT_FOUND: QueueNotFoundError;
+}
+
+/** Every code, once: `isLeaseholdError` accepts only these (an object with another `code` is not ours). */
+export const KNOWN_CODES: Readonly<Record<LeaseholdErrorCode, true>> = {
+  VALIDATION: true,
+  SCHEMA_VERSION: true,
+  DATABASE: true,
+  PERMISSION_DENIED: true,
+  LEASE_LOST: true,
+  WORKER_STATE: true,
+  JOB_NOT_FOUND: true,
+  JOB_STATE: true,
+  EMBEDDED_POSTGRES: true,
+  JOB_DEAD: true,
+  JOB_CANCELLED: true,
+  WAIT_TIMEOUT: true,
+  WAIT_ABORTED: true,
+  CLIENT_CLOSED: true,
+  QUEUE_NOT_FOUND: true,
+};
+
+/**
+ * True when `err` is a Leasehold error, optionally of the given code, and then typed as that code's
+ * class (`isLeaseholdError(e, 'VALIDATION')` gives `e.field`). Works across package copies.
+ */
+export function isLeaseholdError<C extends LeaseholdErrorCode>(
+  err: unknown,
+  code: C,
+): err is LeaseholdErrorByCode[C];
+export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err is LeaseholdError;
 export function isLeaseholdError(err: unknown, code?: LeaseholdErrorCode): err is LeaseholdError {
   if (typeof err !== 'object' || err === null) return false;
-  const candidate = err as { code?: unknown; name?: unknown };
-  const known: readonly string[] = [
-    'VALIDATION',
-    'SCHEMA_VERSION',
-    'DATABASE',
-    'PERMISSION_DENIED',
-    'LEASE_LOST',
-    'WORKER_STATE',
-    'JOB_NOT_FOUND',
-    'JOB_STATE',
-    'EMBEDDED_POSTGRES',
-    'JOB_DEAD',
-    'JOB_CANCELLED',
-    'WAIT_TIMEOUT',
-    'WAIT_ABORTED',
-  ];
-  if (typeof candidate.code !== 'string' || !known.includes(candidate.code)) return false;
+  const candidate = err as { code?: unknown };
+  if (typeof candidate.code !== 'string' || !Object.hasOwn(KNOWN_CODES, candidate.code)) return false;
   return code === undefined || candidate.code === code;
 }
 
@@ -240,15 +324,27 @@ const CHECK_VIOLATION = '23514';
 // Migration 007's bound on a payload's stored size, which catches writers that bypass the client.
 const PAYLOAD_SIZE_CONSTRAINT = 'jobs_payload_size';
 
+// A SQLSTATE is five digits or capital letters; a Node socket error's code (ECONNREFUSED) is not one.
+const SQLSTATE = /^[0-9A-Z]{5}$/;
+// What pg-pool says to a query on a pool that was ended (by `lh.close()`, or by its owner).
+const POOL_ENDED = 'Cannot use a pool after calling end on the pool';
 /**
  * Wraps a thrown driver error in a `DatabaseError` (a `PermissionError` for a missing privilege)
  * without repeating parameter values (they may hold payloads) in the message; a payload refused by
- * the database's size constraint becomes a `ValidationError`, like one refused by the client.
+ * the database's size constraint becomes a `ValidationError`, like one refused by the client, and a
+ * pool that was ended a `ClientClosedError`. The message names the public call (`operation`, by
+ * default the one `statement` serves); the statement itself is kept in the error's `statement`.
  */
-export function toDatabaseError(err: unknown, statement: string): LeaseholdError {
+export function toDatabaseError(
+  err: unknown,
+  statement: string,
+  operation = operationOf(statement),
+): LeaseholdError {
   if (err instanceof LeaseholdError) return err;
   const pgErr = err as { code?: unknown; message?: unknown; constraint?: unknown };
-  const sqlState = typeof pgErr.code === 'string' ? pgErr.code : undefined;
+  const rawCode = typeof pgErr.code === 'string' ? pgErr.code : undefined;
+  const sqlState = rawCode !== undefined && SQLSTATE.test(rawCode) ? rawCode : undefined;
+  const errno = rawCode !== undefined && sqlState === undefined ? rawCode : undefined;
   if (sqlState === CHECK_VIOLATION && pgErr.constraint === PAYLOAD_SIZE_CONSTRAINT) {
     // The same class as the client's own size check. The driver error is not kept as the cause:
     // its detail quotes the start of the refused row, payload included.
@@ -258,11 +354,27 @@ export function toDatabaseError(err: unknown, statement: string): LeaseholdError
     );
   }
   const reason = typeof pgErr.message === 'string' ? pgErr.message : String(err);
+  if (reason === POOL_ENDED) return new ClientClosedError(operation);
+  const details = { statement: STATEMENT_NAME.test(statement) ? statement : undefined, errno };
   if (sqlState === INSUFFICIENT_PRIVILEGE) {
     // The server's text names the table (or schema, or policy's table), never row values.
-    // Named statements read "leasehold_<name>_<digest>": the name alone says what was refused.
-    const name = statement.replace(/^leasehold_(.+)_[0-9a-f]{10}$/, '$1');
-    return new PermissionError(`${name} failed: ${reason}; ${ROLES_HINT}`, err);
+    return new PermissionError(`${operation} failed: ${reason}; ${ROLES_HINT}`, err, details);
   }
-  return new DatabaseError(`${statement} failed: ${reason}`, sqlState, err);
+  return new DatabaseError(`${operation} failed: ${reason}`, sqlState, err, 'DATABASE', details);
+}
+
+/**
+ * The same error, its message naming the public call `operation` made (a client method knows its
+ * own name better than the statement it ran). Only errors of `toDatabaseError` are renamed.
+ */
+export function inOperation(err: unknown, operation: string): unknown {
+  if (err instanceof ClientClosedError) return new ClientClosedError(operation);
+  if (!(err instanceof DatabaseError) || err.statement === undefined) return err;
+  const named = operationOf(err.statement);
+  const prefix = `${named} failed: `;
+  if (named === operation || !err.message.startsWith(prefix)) return err;
+  const message = `${operation} failed: ${err.message.slice(prefix.length)}`;
+  if (err.stack !== undefined) err.stack = err.stack.replace(err.message, message);
+  err.message = message;
+  return err;
 }

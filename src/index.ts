@@ -19,8 +19,14 @@ export type { OutstandingStatement } from './connection/statement-watch.js';
 export type { Dashboard, DashboardOptions } from './dashboard/server.js';
 export { DEFAULT_STATS_OPTIONS } from './defaults.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
-export type { JobErrorSummary, LeaseholdErrorCode } from './errors.js';
+export type {
+  DatabaseErrorDetails,
+  JobErrorSummary,
+  LeaseholdErrorByCode,
+  LeaseholdErrorCode,
+} from './errors.js';
 export {
+  ClientClosedError,
   DatabaseError,
   EmbeddedPostgresError,
   isLeaseholdError,
@@ -31,6 +37,7 @@ export {
   LeaseholdError,
   LeaseLostError,
   PermissionError,
+  QueueNotFoundError,
   SchemaVersionError,
   ValidationError,
   WaitAbortedError,
@@ -65,6 +72,7 @@ export type {
 } from './operations/flows.js';
 export type { HealthFailure, HealthReport, HealthRules } from './operations/health.js';
 export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
+export type { PauseOptions } from './operations/queue-settings.js';
 export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
 export type { RateLimit } from './operations/rate-limits.js';
 export type { ReplayFilter, ReplayOptions, ReplayProgress, ReplayResult } from './operations/replay.js';

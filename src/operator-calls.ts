@@ -8,6 +8,7 @@ export { listDead } from './operations/dead.js';
 export { blockedFlows, enqueueFlow, getFlow } from './operations/flows.js';
 export { checkHealth } from './operations/health.js';
 export { getJob } from './operations/jobs.js';
+export { forgetQueue } from './operations/known-queues.js';
 export { blockedKeys, skip } from './operations/ordering.js';
 export { prune } from './operations/prune.js';
 export { configureQueueSettings, setQueuePaused } from './operations/queue-settings.js';

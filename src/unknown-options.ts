@@ -6,10 +6,19 @@ import { ValidationError } from './errors.js';
  * `priorty` fails at once with a `ValidationError` naming the option and the likely one meant,
  * instead of being ignored and silently falling back to a default.
  */
-export function rejectUnknownOptions(object: object, known: readonly string[], field: string): void {
+export function rejectUnknownOptions(
+  object: object,
+  known: readonly string[],
+  field: string,
+  nested?: { readonly known: readonly string[]; readonly path: string },
+): void {
   for (const key of Object.keys(object)) {
     if (known.includes(key)) continue;
-    const suggestion = closestOption(key, known);
+    // An option of the level below given one level up (`lh.worker({ concurrency })`, which is set
+    // per queue) is pointed to where it belongs.
+    const below = nested === undefined ? undefined : closestOption(key, nested.known);
+    const suggestion =
+      closestOption(key, known) ?? (below === undefined ? undefined : `${nested?.path}.${below}`);
     throw new ValidationError(
       `${field}.${key}`,
       `is not an option${suggestion ? ` (did you mean ${suggestion}?)` : ''}; known: ${known.join(', ')}`,
@@ -19,22 +28,36 @@ export function rejectUnknownOptions(object: object, known: readonly string[], f
 
 /**
  * The known option nearest to `given` by edit distance (case-insensitive), when it is near enough to
- * be a typo: at most one edit (a swap of neighbours counts as one) for names up to four characters,
- * two up to eight, three beyond.
+ * be a typo (see `closestNames`).
  */
 export function closestOption(given: string, known: readonly string[]): string | undefined {
+  return closestNames(given, known, 1)[0];
+}
+
+/**
+ * The one "did you mean" of Leasehold (options, queue names): up to `max` of `known` nearest to
+ * `given` by edit distance (case-insensitive), nearest first, when near enough to be a typo: at most
+ * one edit (a swap of neighbours counts as one) for names up to four characters, two up to eight,
+ * three beyond.
+ */
+export function closestNames(given: string, known: readonly string[], max: number): string[] {
   const name = given.toLowerCase();
   const allowed = name.length <= 4 ? 1 : name.length <= 8 ? 2 : 3;
-  let best: string | undefined;
-  let bestDistance = allowed + 1;
+  const near: { candidate: string; distance: number }[] = [];
   for (const candidate of known) {
-    const distance = editDistance(name, candidate.toLowerCase(), bestDistance);
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
+    const lower = candidate.toLowerCase();
+    let distance = editDistance(name, lower, allowed + 1);
+    // A misspelt start of a longer name (`concurency` for `concurrencyLimit`) counts one edit more
+    // than its distance to that start; short names are left out, as they start too many names.
+    if (name.length >= 6 && lower.length > name.length + 1) {
+      for (const end of [name.length, name.length + 1]) {
+        distance = Math.min(distance, editDistance(name, lower.slice(0, end), allowed + 1) + 1);
+      }
     }
+    if (distance <= allowed) near.push({ candidate, distance });
   }
-  return best;
+  near.sort((a, b) => a.distance - b.distance || (a.candidate < b.candidate ? -1 : 1));
+  return near.slice(0, max).map((entry) => entry.candidate);
 }
 
 // Edit distance counting insertions, deletions, substitutions and swaps of neighbours (optimal

@@ -126,10 +126,17 @@ export function jobIdList(value: string, previous: string[] | undefined): string
 
 /** Commander parser for a duration: a number of milliseconds, or with a unit (90s, 15m, 24h, 7d). */
 export function duration(value: string): number {
-  const match = /^(\d+)(ms|s|m|h|d)?$/.exec(value.trim());
-  if (!match) throw new InvalidArgumentError('expected a duration such as 90s, 15m, 24h or 7d');
-  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] ?? 'ms'] ?? 1;
-  return Number(match[1]) * scale;
+  const text = value.trim();
+  // One number (ms) or parts with units, as the tables print them: 90s, 4m 10s, 2d 4h, 1h30m.
+  if (/^\d+$/.test(text)) return Number(text);
+  if (!/^(\d+(ms|s|m|h|d)\s*)+$/.test(text)) {
+    throw new InvalidArgumentError('expected a duration such as 90s, 15m, 4m 10s, 24h or 2d 4h');
+  }
+  const scale: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+  let total = 0;
+  for (const part of text.matchAll(/(\d+)(ms|s|m|h|d)/g))
+    total += Number(part[1]) * (scale[part[2] ?? 'ms'] ?? 1);
+  return total;
 }
 
 /** Commander parser for a point in time (ISO 8601, e.g. 2024-05-01T12:00:00Z). */

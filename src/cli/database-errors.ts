@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { isConnectionFailure } from '../connection/failure.js';
 import { isLeaseholdError } from '../errors.js';
 import { schemaVersion } from '../migrations/migrator.js';
 import { CliError } from './errors.js';
@@ -39,7 +40,10 @@ export function explainDatabaseError(err: unknown, schema: string): unknown {
   if (err instanceof CliError) return err;
   const state = sqlStateOf(err);
   if (state !== undefined && MISSING_RELATION.has(state)) return notMigrated(schema);
-  if (state !== undefined && (CONNECTION_STATE.test(state) || SOCKET_CODE.test(state))) {
+  if (
+    isConnectionFailure(err) ||
+    (state !== undefined && (CONNECTION_STATE.test(state) || SOCKET_CODE.test(state)))
+  ) {
     return new CliError(
       `cannot use the database (${serverReason(err)}): check --database-url or DATABASE_URL`,
     );
@@ -50,8 +54,9 @@ export function explainDatabaseError(err: unknown, schema: string): unknown {
 
 /** The SQLSTATE (or socket code) of a Leasehold database error or of a raw driver error. */
 function sqlStateOf(err: unknown): string | undefined {
-  const own = (err as { sqlState?: unknown } | null)?.sqlState;
-  if (typeof own === 'string') return own;
+  const own = (err as { sqlState?: unknown; errno?: unknown } | null) ?? {};
+  if (typeof own.sqlState === 'string') return own.sqlState;
+  if (typeof own.errno === 'string') return own.errno;
   const cause = (err as { cause?: unknown } | null)?.cause ?? err;
   const code = (cause as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && !isLeaseholdError(cause)) return code;

@@ -1,3 +1,5 @@
+import { formatMs } from '../operations/health.js';
+
 /** Formats rows as a plain-text table with a header, columns padded to their widest cell. */
 export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = headers.map((header, i) =>
@@ -11,17 +13,9 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
   return [line(headers), ...rows.map(line)].join('\n');
 }
 
-/** A duration for people: 850ms, 12s, 4m 10s, 3h 5m, 2d 4h. */
+/** A duration for people (850ms, 12s, 4m 10s, 3h 5m, 2d 4h), as health messages print one. */
 export function formatDuration(ms: number | null): string {
-  if (ms === null) return '-';
-  if (ms < 1000) return `${Math.round(ms)}ms`;
-  const s = Math.floor(ms / 1000);
-  if (s < 60) return `${s}s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m ${s % 60}s`;
-  const h = Math.floor(m / 60);
-  if (h < 24) return `${h}h ${m % 60}m`;
-  return `${Math.floor(h / 24)}d ${h % 24}h`;
+  return ms === null ? '-' : formatMs(ms);
 }
 
 /** A time as ISO 8601 (UTC), to the millisecond. */

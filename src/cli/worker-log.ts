@@ -5,9 +5,26 @@ import { note } from './log.js';
 const INTERVAL_MS = 1000;
 
 /** One line of a worker's counters (never anything from a job's payload). */
-export function formatCounters(counters: WorkerCounters, running: number): string {
+export function formatCounters(counters: WorkerCounters, running: number, handedBack?: number): string {
   const parts = Object.entries(counters).map(([name, value]) => `${name}=${value}`);
+  if (handedBack !== undefined) parts.push(`handedBack=${handedBack}`);
   return `${parts.join(' ')} running=${running}`;
+}
+
+/**
+ * Counts the runs a worker hands back at shutdown (aborted, pending again at once, attempt
+ * refunded): the stop summary reports them as handed back, and no longer as running, although a
+ * handler that ignores its signal may still be returning. Returns the live tally.
+ */
+export function tallyHandedBack(worker: Worker): { handedBack(): number; running(): number } {
+  const runs = new Set<{ readonly settled: boolean }>();
+  worker.on('aborted', (job, reason) => {
+    if (reason === 'shutdown') runs.add(job);
+  });
+  return {
+    handedBack: () => runs.size,
+    running: () => worker.activeCount - [...runs].filter((job) => !job.settled).length,
+  };
 }
 
 /**

@@ -3,6 +3,7 @@ import { DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_LIMIT, DEFAULT_SUCCEEDED_RETENTION_M
 import { isLeaseholdError, PermissionError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
 import { pruneFlowsBatch } from '../storage/flows.js';
+import { recordKnownQueues } from '../storage/known-queues.js';
 import { withMaintenanceLock } from '../storage/maintenance-lock.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
@@ -56,6 +57,9 @@ export async function prunePass(
     batches++;
     return answer;
   };
+  // Known queues outlive their last job (issue 38): the queues of the jobs this pass may remove
+  // are recorded first, as queues rows, in a batch of their own.
+  if ((await next((db) => recordKnownQueues(db, schema))) === null) return result;
   let after: FinishedCursor | null = null;
   while (result.succeeded < options.limit) {
     const batchLimit = Math.min(options.batchSize, options.limit - result.succeeded);

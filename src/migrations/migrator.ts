@@ -192,6 +192,30 @@ function newerSchema(schema: string, current: number, latest: number): SchemaVer
   );
 }
 
+/**
+ * Reaches the database and refuses to go on with a schema a worker cannot run on: `DatabaseError`
+ * (or `PermissionError`) when the server is refused, unreachable or refuses the login,
+ * `SchemaVersionError` when the schema was never migrated or was migrated by a newer Leasehold.
+ * An older but migrated schema is accepted: a rolling upgrade runs workers while migrating
+ * (storage/lane-routing.ts serves a schema from before 018).
+ */
+export async function assertSchemaUsable(pool: pg.Pool, schema: string, operation: string): Promise<void> {
+  let current: number;
+  try {
+    current = await schemaVersion(pool, schema);
+  } catch (err) {
+    throw toDatabaseError(err, operation);
+  }
+  const latest = loadMigrations().at(-1)?.version ?? 0;
+  if (current > latest) throw newerSchema(schema, current, latest);
+  if (current === 0) {
+    throw new SchemaVersionError(
+      `schema ${schema} is not migrated (it holds no Leasehold tables): call lh.migrate() or run ` +
+        `\`leasehold migrate --schema ${schema}\` first, or pass the schema your application uses`,
+    );
+  }
+}
+
 /** The version a schema is at (0 when it has never been migrated). */
 export async function schemaVersion(pool: pg.Pool, schema: string): Promise<number> {
   const { rows } = await pool.query<{ version: number | null }>(

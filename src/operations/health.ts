@@ -144,13 +144,18 @@ export async function checkHealth(
   return { ok: failures.length === 0, failures };
 }
 
-/** A duration for a one-line message: 950ms, 42s, 5m 3s, 2h 10m. */
+/**
+ * A duration for people: 950ms, 42s, 5m 3s, 2h 10m, 2d 4h. The one format of health messages and
+ * of the CLI's tables (`leasehold check` and `leasehold queues` print an age the same way).
+ */
 export function formatMs(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)}ms`;
   const s = Math.floor(ms / 1000);
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
-  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  const h = Math.floor(s / 3600);
+  if (h < 24) return `${h}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(h / 24)}d ${h % 24}h`;
 }
 
 /**

@@ -125,3 +125,16 @@ export function announceLeaseLoss(
       code: 'LEASEHOLD_LEASE_LOST',
     });
 }
+
+/** Says once per run, loudly, that its lease was lost, with the job id and what to change. */
+export function reportLossOnce(
+  worker: Parameters<typeof announceLeaseLoss>[0],
+  job: ActiveJob,
+  config: Parameters<typeof describeLeaseLoss>[1] | undefined,
+  reason: LeaseLossReason,
+  timerLateMs: Parameters<typeof describeLeaseLoss>[3],
+): void {
+  if (job.lossReported || config === undefined) return;
+  job.lossReported = true;
+  announceLeaseLoss(worker, job, describeLeaseLoss(job, config, reason, timerLateMs));
+}

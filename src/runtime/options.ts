@@ -240,7 +240,10 @@ export function resolveWorkerOptions(
 ): ResolvedWorkerOptions {
   if (typeof options !== 'object' || options === null)
     throw new ValidationError('options', 'must be an object');
-  rejectUnknownOptions(options, KNOWN_WORKER_KEYS, 'options');
+  rejectUnknownOptions(options, KNOWN_WORKER_KEYS, 'options', {
+    known: KNOWN_QUEUE_KEYS,
+    path: 'queues.<queue>',
+  });
   const owner = options.owner ?? defaultOwner();
   assertOwner(owner);
   const entries = queueEntries(options);

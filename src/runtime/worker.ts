@@ -3,6 +3,7 @@ import { plainListenConnection } from '../connection/leasehold-pool.js';
 import { contextOf } from '../context-of.js';
 import { LeaseholdError } from '../errors.js';
 import { leaseFromRow } from '../lease.js';
+import { assertSchemaUsable } from '../migrations/migrator.js';
 import { assertLogger, logWorkerEvents } from '../observability/logger.js';
 import { loadOtel, traceHandler } from '../observability/tracing.js';
 import type { ClaimedRow } from '../storage/claim.js';
@@ -14,7 +15,7 @@ import { IdleRun, type IdleRunLimits, type IdleRunResult, resolveIdleRunLimits }
 import { type AbortReason, ActiveJob, type EffectStore, jobStore } from './job-context.js';
 import { completionOf } from './job-output.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { announceLeaseLoss, describeLeaseLoss, type LeaseLossReason, lossReasonOf } from './lease-loss.js';
+import { type LeaseLossReason, lossReasonOf, reportLossOnce } from './lease-loss.js';
 import { WakeupListener } from './listener.js';
 import {
   type ResolvedQueue,
@@ -22,6 +23,7 @@ import {
   resolveWorkerOptions,
   type WorkerOptions,
 } from './options.js';
+import { OutageReport } from './outage.js';
 import { OutcomeBatcher, type OutcomeResult } from './outcome-batcher.js';
 import { applyTaskSchema } from './payload-schema.js';
 import { QueueRunner, type QueueRunnerHost } from './queue-runner.js';
@@ -38,7 +40,7 @@ export type { WorkerOptions } from './options.js';
 
 export type { WorkerCounters, WorkerEventMap } from './worker-events.js';
 
-type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
+type WorkerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
 
 /**
  * Runs handlers for jobs of some queues. Claims never exceed free slots and commit before a handler
@@ -65,6 +67,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly #maintenance: WorkerMaintenance;
   readonly #listener: WakeupListener | null;
   readonly #stalls: StallWatch;
+  readonly #outage: OutageReport;
   readonly #runs = new Map<ActiveJob, Promise<void>>();
   // Where a job's effects, results and progress go: the same for every job, built once.
   readonly #store: EffectStore;
@@ -96,7 +99,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     for (const config of this.#options.queues) {
       this.#queues.set(config.name, new QueueRunner(config, host, slotPool));
     }
-    const reportError = (err: unknown) => this.#reportError(err);
+    this.#outage = new OutageReport(this.owner, ctx.pool, this, () => this.#wakeAll());
+    const reportError = (err: unknown) => this.#outage.report(err);
     this.#claims = new WorkerClaims(ctx, this);
     this.#batcher = new OutcomeBatcher(
       ctx.pool,
@@ -162,11 +166,16 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     return this.#listener?.backendPid ?? null;
   }
 
-  /** Starts claiming. Rejects if the worker was already started. */
+  /** Reaches the database, then starts claiming; rejects with nothing running (docs/api.md, "Starting"). */
   async start(): Promise<void> {
-    // Before the state check, so nothing can interleave between the check and the start below.
     await loadOtel(); // spans only when @opentelemetry/api is installed
-    this.#begin();
+    this.#begin('idle', 'starting'); // keeps a second start() out while the database is checked
+    await assertSchemaUsable(this.#context.pool, this.#context.schema, 'start').catch((err: unknown) => {
+      if (this.#state === 'starting') this.#state = 'idle';
+      throw err;
+    });
+    if (this.#state !== 'starting') return; // stop() was called meanwhile: resolve, not started
+    this.#begin('starting');
     this.#listener?.start();
     this.#maintenance.start();
     this.#pollTimer = setInterval(() => this.#wakeAll(), this.#options.pollIntervalMs);
@@ -175,11 +184,12 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   }
 
   // What start() and runUntilIdle() share: the state check, then the stall watch and signals.
-  #begin(): void {
-    if (this.#state !== 'idle') {
+  #begin(from: WorkerState = 'idle', to: WorkerState = 'running'): void {
+    if (this.#state !== from) {
       throw new LeaseholdError('WORKER_STATE', `worker ${this.owner} was already started or is running`);
     }
-    this.#state = 'running';
+    this.#state = to;
+    if (to === 'starting') return;
     this.#stalls.start();
     if (this.#options.handleSignals) this.#removeSignalHandlers = stopOnSignals(() => this.stop());
   }
@@ -221,7 +231,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
    * every outcome write is answered. Safe to call more than once.
    */
   stop(): Promise<void> {
-    if (this.#state === 'idle' || this.#state === 'stopped') {
+    if (this.#state === 'idle' || this.#state === 'starting' || this.#state === 'stopped') {
       this.#state = 'stopped';
       return Promise.resolve();
     }
@@ -262,12 +272,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     const written = Promise.all([...releases, ...handedBack]).then(() => this.#batcher.drained());
     if (!(await settlesWithin(written, Math.max(1000, this.#options.shutdownTimeoutMs)))) {
       this.#batcher.abandon();
-      this.#reportError(
+      this.#outage.report(
         new Error('stop(): outcome writes unanswered at shutdown were abandoned; their leases will expire'),
       );
     }
     this.#keeper.stop();
     this.#stalls.stop();
+    this.#outage.stop();
     this.#removeSignalHandlers?.();
     this.#removeSignalHandlers = null;
     this.#state = 'stopped';
@@ -295,7 +306,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       throttled: (queue) => this.#claims.throttled(queue),
       start: (runner, row, claimSentAt) => this.#start(runner, row, claimSentAt),
       handBack: (config, row) => this.#handBack(config, row),
-      reportError: (err) => this.#reportError(err),
+      reportError: (err) => this.#outage.report(err),
       settled: () => this.#idleRun?.check(),
     };
   }
@@ -384,15 +395,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.emit('outcome', job, result, detail);
   }
 
-  // Says once per run, loudly, that its lease was lost, with the job id and what to change.
   #reportLoss(job: ActiveJob, reason: LeaseLossReason): void {
-    const config = this.#queues.get(job.queue)?.config;
-    if (job.lossReported || !config) return;
-    job.lossReported = true;
-    announceLeaseLoss(this, job, describeLeaseLoss(job, config, reason, this.#keeper.timerLateMs()));
-  }
-
-  #reportError(err: unknown): void {
-    if (this.listenerCount('error') > 0) this.emit('error', err);
+    reportLossOnce(this, job, this.#queues.get(job.queue)?.config, reason, this.#keeper.timerLateMs());
   }
 }

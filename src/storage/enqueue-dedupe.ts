@@ -282,7 +282,7 @@ export async function inWriteTransaction<T>(pool: pg.Pool, use: (db: Queryable) 
       throw err;
     }
   } catch (err) {
-    throw toDatabaseError(err, 'enqueue_deduped transaction');
+    throw toDatabaseError(err, 'enqueue_deduped transaction', 'enqueue');
   } finally {
     unguard();
     client.release(broken);

@@ -94,7 +94,7 @@ export async function inReadSnapshot<T>(pool: pg.Pool, use: (db: Queryable) => P
   } catch (err) {
     // A connection left mid-transaction must not go back to the pool.
     broken = err instanceof Error ? err : new Error(String(err));
-    throw toDatabaseError(err, 'read snapshot');
+    throw toDatabaseError(err, 'read snapshot', 'getJob');
   } finally {
     unguard();
     client.release(broken);

@@ -47,14 +47,16 @@ const QueueConfigure = defineStatement(
 
 /**
  * QueueSummaryList: per queue, live and dead counts, the age of the oldest claimable job, and its
- * settings; for every queue that has jobs or a settings row, by name, at most $1. Read-only, no
- * locks. It aggregates the jobs table (live work and kept terminal jobs only: succeeded jobs have
- * left it), so its cost grows with the backlog: an operator's command, not a metric to poll fast.
+ * settings; for every known queue (storage/known-queues.ts: jobs, a settings row, finished records
+ * found by a loose scan of finished_jobs_queue_idx, a schedule), zeros for a drained one, by name,
+ * at most $1. Read-only, no locks. It aggregates the jobs table (live work and kept terminal jobs
+ * only: succeeded jobs have left it), so its cost grows with the backlog: an operator's command,
+ * not a metric to poll fast.
  */
 const QueueSummaryList = defineStatement(
   'list_queues',
   (s) => `
-  WITH counts AS (
+  WITH RECURSIVE counts AS (
     SELECT queue_name,
            count(*) FILTER (WHERE status = 'pending')::int AS pending,
            count(*) FILTER (WHERE status = 'running')::int AS running,
@@ -66,8 +68,22 @@ const QueueSummaryList = defineStatement(
              AS oldest_claimable_ms
     FROM ${s}.jobs
     GROUP BY queue_name
+  ),
+  finished_names AS (
+    (SELECT queue_name FROM ${s}.finished_jobs ORDER BY queue_name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT f.queue_name FROM ${s}.finished_jobs AS f WHERE f.queue_name > p.queue_name
+            ORDER BY f.queue_name LIMIT 1)
+    FROM finished_names AS p
+    WHERE p.queue_name IS NOT NULL
+  ),
+  names AS (
+    SELECT queue_name AS name FROM counts
+    UNION SELECT name FROM ${s}.queues
+    UNION SELECT queue_name FROM finished_names WHERE queue_name IS NOT NULL
+    UNION SELECT queue_name FROM ${s}.schedules
   )
-  SELECT coalesce(c.queue_name, q.name) AS name,
+  SELECT n.name,
          coalesce(c.pending, 0) AS pending, coalesce(c.running, 0) AS running,
          coalesce(c.live, 0) AS live,
          coalesce(c.dead, 0) AS dead, coalesce(c.cancelled, 0) AS cancelled,
@@ -75,8 +91,9 @@ const QueueSummaryList = defineStatement(
          q.owner, coalesce(q.paused, false) AS paused,
          q.dead_retention_ms::float8 AS dead_retention_ms,
          q.succeeded_retention_ms::float8 AS succeeded_retention_ms
-  FROM counts AS c
-  FULL JOIN ${s}.queues AS q ON q.name = c.queue_name
+  FROM names AS n
+  LEFT JOIN counts AS c ON c.queue_name = n.name
+  LEFT JOIN ${s}.queues AS q ON q.name = n.name
   ORDER BY 1
   LIMIT $1`,
 );

@@ -274,7 +274,7 @@ async function query<R>(db: Queryable, statement: { text: string; values: unknow
   try {
     return (await db.query(statement)).rows as R[];
   } catch (err) {
-    throw toDatabaseError(err, 'leasehold_search');
+    throw toDatabaseError(err, 'leasehold_search', 'search');
   }
 }
 

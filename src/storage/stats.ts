@@ -6,7 +6,9 @@ import { defineStatement, type Queryable, run } from './db.js';
  * the backlog (see docs/observability.md for the plan at a 1M-job backlog):
  * - queue names: a loose index scan (one probe per distinct queue) of jobs_claimable_idx for
  *   pending work and of jobs_terminal_queue_idx for dead and cancelled jobs, plus the running rows
- *   (jobs_expired_lease_idx; as many as the workers' slots) and the queues table; at most $1 names;
+ *   (jobs_expired_lease_idx; as many as the workers' slots), a loose scan of finished_jobs_queue_idx
+ *   (a drained queue's succeeded records) and the queues table (every known queue: see
+ *   known-queues.ts), so a drained queue stays listed with zeros; at most $1 names;
  * - pending and dead counts: counted exactly up to $2 per queue through those indexes, so a queue
  *   with a larger backlog reports the cap and `capped` (an exact count would read every entry);
  *   pending jobs held behind an earlier job of their ordering key (`awaits_predecessor`, not in
@@ -38,6 +40,14 @@ const QueueStatsRead = defineStatement(
     FROM terminal_names AS t
     WHERE t.queue_name IS NOT NULL
   ),
+  finished_names AS (
+    (SELECT queue_name FROM ${s}.finished_jobs ORDER BY queue_name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT f.queue_name FROM ${s}.finished_jobs AS f WHERE f.queue_name > p.queue_name
+            ORDER BY f.queue_name LIMIT 1)
+    FROM finished_names AS p
+    WHERE p.queue_name IS NOT NULL
+  ),
   running AS (
     SELECT queue_name,
            count(*)::int AS running,
@@ -51,6 +61,7 @@ const QueueStatsRead = defineStatement(
   names AS (
     SELECT queue_name AS name FROM pending_names WHERE queue_name IS NOT NULL
     UNION SELECT queue_name FROM terminal_names WHERE queue_name IS NOT NULL
+    UNION SELECT queue_name FROM finished_names WHERE queue_name IS NOT NULL
     UNION SELECT queue_name FROM running
     UNION SELECT name FROM ${s}.queues
     ORDER BY 1

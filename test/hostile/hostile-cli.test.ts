@@ -61,8 +61,9 @@ describe('the leasehold binary with hostile arguments', () => {
     await fc.assert(
       fc.asyncProperty(names, async (name) => {
         const before = await tableCounts(pool, lh.schema);
-        // `--` ends the options, so a name starting with a dash is still the name.
-        const exit = await leasehold(['pause', ...db, '--json', '--', name]);
+        // `--` ends the options, so a name starting with a dash is still the name. `--create`: a
+        // queue no job named yet is refused without it (issue 38), and these names are new.
+        const exit = await leasehold(['pause', ...db, '--json', '--create', '--', name]);
         if (QUEUE.test(name)) {
           expect(exit.code, exit.stderr).toBe(0);
           expect(JSON.parse(exit.stdout)).toMatchObject({ name, paused: true });

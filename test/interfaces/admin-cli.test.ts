@@ -1,6 +1,7 @@
+import { createServer } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { runCliInProcess } from '../support/cli-inprocess.js';
-import { databaseUrl, migratedClient } from '../support/db.js';
+import { databaseUrl, migratedClient, testPool } from '../support/db.js';
 
 // Commands run in this process, as the binary would run them (see support/cli-inprocess.ts).
 const cli = runCliInProcess;
@@ -117,7 +118,6 @@ describe('admin CLI', () => {
       ],
       [['cancel', '0', '--reason', 'r', ...db], /'0' is invalid .* a job id is a positive whole number/],
       [['queues', '--bogus', ...db], /^leasehold: unknown option '--bogus'/],
-      [['metrics', '--json', ...db], /^leasehold: unknown option '--json'/],
       [['dashboard', '--json', ...db], /^leasehold: unknown option '--json'/],
       [['jobs', 'show', '424242', ...db], /^leasehold: no job 424242/],
       [['dead', 'list', '--limit', 'ten', ...db], /--limit <n>' argument 'ten' is invalid/],
@@ -195,5 +195,77 @@ describe('admin CLI', () => {
       expect(help.stdout, args.join(' ')).toContain('--database-url');
       expect(help.stdout, args.join(' ')).toContain('--json');
     }
+  });
+
+  it('a server that drops the connection at once gets the one clear connection-failure line', async () => {
+    // What an unroutable address or a proxy with nothing behind it does: the TCP connection is
+    // made, then ended before the server says anything ("Connection terminated unexpectedly").
+    const server = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    try {
+      const result = await cli([
+        'queues',
+        '--database-url',
+        `postgres://postgres@127.0.0.1:${port}/postgres`,
+      ]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(
+        /^leasehold: cannot use the database \(Connection terminated unexpectedly\): check --database-url or DATABASE_URL\n$/,
+      );
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it('pause, resume, replay --queue and dead list --queue refuse a queue that does not exist, naming the closest', async () => {
+    const lh = await migratedClient();
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    await lh.enqueue('emails', { n: 1 });
+    for (const args of [
+      ['pause', 'emials'],
+      ['resume', 'emials'],
+      ['replay', '--queue', 'emials', '--reason', 'typo'],
+      ['dead', 'list', '--queue', 'emials'],
+    ]) {
+      const result = await cli([...args, ...db]);
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stdout, args.join(' ')).toBe('');
+      expect(result.stderr, args.join(' ')).toBe('leasehold: no queue "emials" (did you mean "emails"?)\n');
+    }
+    // No phantom queue was left behind, and the real one was not paused.
+    expect(JSON.parse((await cli(['queues', '--json', ...db])).stdout)).toEqual([
+      expect.objectContaining({ name: 'emails', paused: false }),
+    ]);
+    // --create pauses a queue before its first job.
+    expect(await cli(['pause', 'invoices', '--create', ...db])).toMatchObject({
+      code: 0,
+      stdout: 'queue invoices paused: no new claims until `leasehold resume invoices`\n',
+    });
+    expect(await cli(['resume', 'invoices', ...db])).toMatchObject({ code: 0 });
+  });
+
+  it('metrics --json prints the gauges once as JSON; check takes and prints durations as queues does and asks for a number ≥ 0', async () => {
+    const lh = await migratedClient();
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    await lh.enqueue('gauged', {});
+    const metrics = await cli(['metrics', '--json', ...db]);
+    expect(metrics.code).toBe(0);
+    const snapshot = JSON.parse(metrics.stdout);
+    expect(snapshot.queues).toEqual([expect.objectContaining({ queue: 'gauged', pending: 1 })]);
+    const negative = await cli(['check', '--max-dead', '-3', ...db]);
+    expect(negative.code).not.toBe(0);
+    expect(negative.stderr).toMatch(/expected a whole number ≥ 0/);
+    // A job claimable for two days and more: both commands print its age as "2d 1h".
+    const pool = testPool(1);
+    await pool.query(`UPDATE "${lh.schema}".jobs SET available_at = now() - interval '49 hours 10 minutes'`);
+    const queues = await cli(['queues', ...db]);
+    expect(queues.stdout).toMatch(/gauged\s+1\s+0\s+0\s+2d 1h\s/);
+    const check = await cli(['check', '--max-oldest-age', '1d 12h', ...db]);
+    expect(check.code).toBe(1);
+    expect(check.stdout).toBe(
+      'FAIL maxOldestAgeMs: queue gauged: oldest claimable job has waited 2d 1h (limit 1d 12h)\n',
+    );
   });
 });

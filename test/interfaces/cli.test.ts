@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -277,6 +277,76 @@ describe('leasehold work', () => {
       expect(result.stderr).not.toContain('payload-secret');
     } finally {
       run.child.kill('SIGKILL');
+    }
+  });
+
+  it('the stop summary counts runs handed back at the shutdown timeout, and no longer as running', async () => {
+    const lh = await migratedClient();
+    const module = writeModule(`
+      // Ignores its signal: still running when the shutdown timeout passes.
+      export const stubborn = { handler: () => new Promise(() => {}), concurrency: 3 };
+      export const options = { shutdownTimeoutMs: 200, pollIntervalMs: 50 };
+    `);
+    const { ids } = await lh.enqueueMany('stubborn', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+    const run = startCli(['work', module, '--schema', lh.schema], { DATABASE_URL: databaseUrl() });
+    try {
+      for (const id of ids) {
+        await waitFor(async () => (await lh.getJob(id))?.status === 'running', {
+          what: `job ${id} to start`,
+        });
+      }
+      run.child.kill('SIGTERM');
+      const result = await run.exited;
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stderr).toMatch(/stopped: claimed=3 completed=0 .*handedBack=3 running=0\n/);
+      // Handed back indeed: pending again, the attempt refunded.
+      for (const id of ids) expect(await lh.getJob(id)).toMatchObject({ status: 'pending', attemptCount: 0 });
+    } finally {
+      run.child.kill('SIGKILL');
+    }
+  });
+
+  it("docs/cli.md's start script under a supervisor gets the graceful stop on SIGTERM", async () => {
+    const lh = await migratedClient();
+    // The installed binary, where npm puts it, and the start script exactly as the docs show it.
+    mkdirSync(`${modulesDir}/node_modules/.bin`, { recursive: true });
+    const link = `${modulesDir}/node_modules/.bin/leasehold`;
+    if (!existsSync(link)) symlinkSync(bin, link);
+    chmodSync(bin, 0o755);
+    const docs = readFileSync(new URL('../../docs/cli.md', import.meta.url), 'utf8');
+    const script =
+      /```sh\n(#!\/bin\/sh\nexec \.\/node_modules\/\.bin\/leasehold work \.\/handlers\.js\n)```/.exec(
+        docs,
+      )?.[1];
+    expect(script, 'the start script in docs/cli.md').toBeDefined();
+    writeFileSync(`${modulesDir}/start.sh`, script ?? '');
+    writeFileSync(
+      `${modulesDir}/handlers.js`,
+      `export const slow = async () => { await new Promise((resolve) => setTimeout(resolve, 1000)); };\n`,
+    );
+    const { id } = await lh.enqueue('slow', {});
+    const { DATABASE_URL: _ignored, ...inherited } = process.env;
+    const child = spawn('sh', ['start.sh'], {
+      cwd: modulesDir,
+      env: { ...inherited, DATABASE_URL: databaseUrl(), LEASEHOLD_SCHEMA: lh.schema },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString('utf8');
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    try {
+      await waitFor(async () => (await lh.getJob(id))?.status === 'running', { what: 'the job to start' });
+      child.kill('SIGTERM'); // what the supervisor does: to the process it started
+      const code = await exited;
+      expect(code, stderr).toBe(0);
+      expect(stderr).toMatch(/SIGTERM: stopping/);
+      expect(stderr).toMatch(/stopped: claimed=1 completed=1 /);
+      // The stop completed before the process ended: the running job finished and was recorded.
+      expect((await lh.getJob(id))?.status).toBe('succeeded');
+    } finally {
+      child.kill('SIGKILL');
     }
   });
 

@@ -95,7 +95,7 @@ describe('dashboard in a real browser (chromium)', () => {
     const { id } = await lh.enqueue('mail', { to: 'a@example.com', note: secret });
     const [lease] = await lh.claim({ queue: 'mail', owner: 'w' });
     await lh.fail(lease!, new Error('mailbox full'), { code: 'MAILBOX_FULL', retryable: false });
-    await lh.pauseQueue('paused-queue');
+    await lh.pauseQueue('paused-queue', { create: true }); // a queue with no job yet
 
     const page = await browser!.newPage({ viewport: { width: 1200, height: 700 } });
     const dialogs: string[] = [];

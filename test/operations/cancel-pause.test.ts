@@ -117,7 +117,7 @@ describe('pausing queues', () => {
   it('a worker claims nothing from a paused queue until it is resumed', async () => {
     const lh = await migratedClient();
     const pool = testPool();
-    await lh.pauseQueue('held');
+    await lh.pauseQueue('held', { create: true }); // before its first job
     await lh.enqueueMany(
       'held',
       Array.from({ length: 20 }, (_, i) => ({ payload: i })),

@@ -71,6 +71,26 @@ describe('unknown options', () => {
       'prefetch',
     );
     expectSuggestion(await rejection(startDashboard(lh, { prot: 0 } as never)), 'options.prot', 'port');
+    // A queue's option given to the worker is pointed to where it belongs (issue 38).
+    expectSuggestion(
+      thrown(() => lh.worker({ queues: { q: handler }, concurency: 4 } as never)),
+      'options.concurency',
+      'queues.<queue>.concurrency',
+    );
+    expectSuggestion(
+      thrown(() => lh.worker({ queues: { q: handler }, concurrency: 4 } as never)),
+      'options.concurrency',
+      'queues.<queue>.concurrency',
+    );
+  });
+
+  it('configureQueue suggests the longer option a misspelt one starts (concurency: concurrencyLimit)', async () => {
+    const lh = await migratedClient();
+    expectSuggestion(
+      await rejection(lh.configureQueue('typos', { concurency: 4 } as never)),
+      'config.concurency',
+      'concurrencyLimit',
+    );
   });
 
   it('suggests only a near name: far-off keys get the list of known options and no guess', () => {

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { resolveConnectionSettings } from '../../src/connection/settings.js';
-import { Leasehold, ValidationError } from '../../src/index.js';
+import { isLeaseholdError, Leasehold, ValidationError } from '../../src/index.js';
 import { WakeupListener } from '../../src/runtime/listener.js';
 import { databaseUrl, pooled, testPool, uniqueSchema, waitFor } from '../support/db.js';
 
@@ -194,7 +194,7 @@ describe('the pool Leasehold creates', () => {
 });
 
 describe('a worker on a pool whose settings pg cannot parse', () => {
-  it('reports the listener failing to connect as errors and retries, without an unhandled rejection', async () => {
+  it('refuses to start with a DatabaseError naming the bad URL, without an unhandled rejection', async () => {
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
@@ -206,11 +206,16 @@ describe('a worker on a pool whose settings pg cannot parse', () => {
     const worker = lh.worker({ queues: { q: async () => {} }, pollIntervalMs: 60_000 });
     worker.on('error', (err) => errors.push(err));
     try {
-      await worker.start();
-      await waitFor(() => errors.filter((err) => /Invalid URL/.test(String(err))).length >= 2, {
-        what: 'the listener retrying',
-      });
+      // start() reaches the database first (issue 38): the settings that cannot reach it are
+      // reported by start() itself, and nothing is left running to retry.
+      const refused = await worker.start().then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(isLeaseholdError(refused, 'DATABASE')).toBe(true);
+      expect(String(refused)).toMatch(/^DatabaseError: start failed: Invalid URL/);
       await new Promise((resolve) => setImmediate(resolve));
+      expect(errors).toEqual([]);
     } finally {
       await worker.stop();
       await pool.end();

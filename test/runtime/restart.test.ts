@@ -89,8 +89,8 @@ describe('a PostgreSQL restart', () => {
         { what: 'jobs finished and jobs running' },
       );
 
+      const crashingAt = performance.now(); // the worker may hear of it while crash() still waits
       await server.crash();
-      const crashedAt = performance.now();
       // Enqueues while the server is down fail at once, with Leasehold's typed error.
       const attempts = await Promise.allSettled(
         Array.from({ length: 5 }, (_, i) => within(lh.enqueue('work', { outage: i }), 5000)),
@@ -102,12 +102,12 @@ describe('a PostgreSQL restart', () => {
       }
       // Down for twice the lease: every lease held at the crash lapses meanwhile.
       await sleep(2 * leaseMs);
-      const outageErrors = errors.filter((at) => at >= crashedAt).length;
+      const outageErrors = errors.filter((at) => at >= crashingAt).length;
       await server.start();
 
-      // Nothing spins while the server is down: each part retries on its own timer or backoff.
-      expect(outageErrors).toBeGreaterThan(0);
-      expect(outageErrors).toBeLessThan(150);
+      // Nothing spins while the server is down: each part retries on its own timer or backoff, and
+      // the outage is reported once (issue 38), not once per statement per retry.
+      expect(outageErrors).toBe(1);
 
       // From the moment the server answers again (its own clock), no running job may stay past
       // its lease expiry by more than a sweep.

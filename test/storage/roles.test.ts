@@ -221,11 +221,8 @@ describe('database roles', () => {
     const before = await countByStatus(pool, owner.schema);
 
     await expectDenied(producer.claim({ queue: 'mail', owner: 'p' }), /permission denied for table queues/);
-    await expectDenied(producer.complete(lease!), /^complete_jobs failed: permission denied for function/);
-    await expectDenied(
-      producer.recoverExpired(),
-      /^recover_expired_leases failed: permission denied for function/,
-    );
+    await expectDenied(producer.complete(lease!), /^complete failed: permission denied for function/);
+    await expectDenied(producer.recoverExpired(), /^recoverExpired failed: permission denied for function/);
     await expectDenied(producer.replay([dead.id], { reason: 'try' }), /permission denied for table/);
     await expectDenied(producer.cancel(pending.id, { reason: 'stop' }), /permission denied for table/);
     await expectDenied(producer.prune(), /permission denied for table/);
@@ -331,7 +328,7 @@ describe('database roles', () => {
     expect(errors).toHaveLength(1);
     expect(errors[0]).toBeInstanceOf(PermissionError);
     expect((errors[0] as Error).message).toMatch(
-      /^retention is turned off in this process: its database role may not prune \(prune_finished failed: permission denied for table/,
+      /^retention is turned off in this process: its database role may not prune \(prune failed: permission denied for table/,
     );
     expect(worker.counters).toMatchObject({
       completed: 30,
@@ -426,23 +423,23 @@ describe('database roles', () => {
 
     await expectDenied(
       lh.replay([dead.id], { reason: 'try' }),
-      /^replay_jobs failed: permission denied for table/,
+      /^replay failed: permission denied for table/,
     );
     await expectDenied(lh.replay({ queue: 'q' }, { reason: 'try' }), /permission denied for table/);
     await expectDenied(
       lh.cancel(pending.id, { reason: 'stop' }),
-      /^cancel_job failed: permission denied for table jobs/,
+      /^cancel failed: permission denied for table jobs/,
     );
     await expectDenied(
       lh.skip(dead.id, { reason: 'move on' }),
-      /^skip_job failed: permission denied for table jobs/,
+      /^skip failed: permission denied for table jobs/,
     );
-    await expectDenied(lh.prune(), /^prune_finished failed: permission denied for table/);
+    await expectDenied(lh.prune(), /^prune failed: permission denied for table/);
     await expectDenied(lh.configureQueue('q', { deadRetentionMs: 0 }), /permission denied for table queues/);
     await expectDenied(lh.pauseQueue('q'), /permission denied for table queues/);
     const enqueue = await expectDenied(
       lh.enqueue('q', { secret: 'hunter2' }),
-      /^enqueue_one failed: permission denied for function/,
+      /^enqueue failed: permission denied for function/,
     );
     expect(enqueue.message).not.toContain('hunter2');
 
@@ -572,7 +569,7 @@ describe('database roles', () => {
       const [lease] = await worker.claim({ queue: 'q', owner: 'w' });
       expect(lease?.jobId).toBe(id);
       expect(await worker.complete(lease!)).toBe(true);
-      await expectDenied(worker.prune(), /^prune_finished failed: permission denied for table/);
+      await expectDenied(worker.prune(), /^prune failed: permission denied for table/);
     } finally {
       await Promise.all(clients.map((lh) => lh.close()));
       await server.stop();
@@ -661,7 +658,7 @@ describe('the admin role', () => {
     expect(result.code).toBe(1);
     expect(result.stderr.trim().split('\n')).toHaveLength(1);
     expect(result.stderr).toMatch(
-      /^leasehold: replay_jobs failed: permission denied for table \w+; .*<schema>_admin runs operations/,
+      /^leasehold: replay failed: permission denied for table \w+; .*<schema>_admin runs operations/,
     );
     expect((await owner.getJob(id))?.status).toBe('dead');
   }, 30_000);

@@ -43,6 +43,9 @@ process.once('message', async (config) => {
     pollIntervalMs: 50,
     recoveryIntervalMs: 0,
   });
+  // Heard, a lost database (a test restarting the server) is one error sent to the parent, not a
+  // process warning printed into the test run's output.
+  worker.on('error', (err) => process.send?.({ type: 'error', message: String(err) }));
   await worker.start();
   process.send?.({ type: 'started' });
 });

@@ -9,6 +9,10 @@ export interface TcpProxy {
   blackHole(): void;
   /** Forwards again; connections that lost bytes in the hole are reset (as a partition's would be). */
   heal(): void;
+  /** Ends every connection and refuses new ones until `heal()`: the server is down. */
+  drop(): void;
+  /** Connections refused while dropped, so far. */
+  readonly refused: number;
   /** Closes the proxy and every connection through it. */
   close(): Promise<void>;
 }
@@ -26,8 +30,15 @@ afterAll(async () => {
 export async function startTcpProxy(serverUrl: string): Promise<TcpProxy> {
   const target = new URL(serverUrl);
   let holed = false;
+  let dropped = false;
+  let refused = 0;
   const pairs = new Set<{ client: Socket; upstream: Socket; lostBytes: boolean }>();
   const server = createServer((client) => {
+    if (dropped) {
+      refused++;
+      client.destroy();
+      return;
+    }
     const upstream = tcpConnect(Number(target.port || 5432), target.hostname);
     const pair = { client, upstream, lostBytes: false };
     pairs.add(pair);
@@ -60,8 +71,19 @@ export async function startTcpProxy(serverUrl: string): Promise<TcpProxy> {
     blackHole() {
       holed = true;
     },
+    get refused() {
+      return refused;
+    },
+    drop() {
+      dropped = true;
+      for (const pair of [...pairs]) {
+        pair.client.destroy();
+        pair.upstream.destroy();
+      }
+    },
     heal() {
       holed = false;
+      dropped = false;
       for (const pair of [...pairs]) {
         if (!pair.lostBytes) continue;
         pair.client.destroy();

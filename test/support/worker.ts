@@ -27,7 +27,8 @@ export type ChildMessage =
   | { type: 'started' }
   | { type: 'begin'; id: string }
   | { type: 'done'; id: string }
-  | { type: 'effect'; id: string; key: string };
+  | { type: 'effect'; id: string; key: string }
+  | { type: 'error'; message: string };
 
 /** Forks a worker process running the built package (see child-worker.mjs); resolves once it runs. */
 export async function forkWorker(config: Record<string, unknown>): Promise<{

@@ -1,20 +1,14 @@
 import { spawnSync } from 'node:child_process';
-import { pgBouncerBinary } from '../support/pgbouncer.js';
+import { fileURLToPath } from 'node:url';
 
 /**
  * The system suite needs software that only system packages provide; it refuses to start without
- * it instead of skipping, so a green run always means the tests ran.
+ * it instead of skipping, so a green run always means the tests ran. The requirements live in one
+ * place, the script `npm run test:system` runs before Vitest (scripts/require-system-packages.mjs).
  */
 export default function requireSystemPackages(): void {
-  pgBouncerBinary();
-  // The many-hosts harness's network test builds namespaces, veth pairs and nft rules.
-  if (process.getuid?.() !== 0) throw new Error('the system suite needs root (network namespaces)');
-  for (const [binary, pkg] of [
-    ['ip', 'iproute2'],
-    ['nft', 'nftables'],
-  ] as const) {
-    if (spawnSync(binary, ['--version']).error) {
-      throw new Error(`the system suite needs ${binary}: apt-get install -y ${pkg}`);
-    }
-  }
+  const script = fileURLToPath(new URL('../../scripts/require-system-packages.mjs', import.meta.url));
+  const check = spawnSync(process.execPath, [script], { encoding: 'utf8' });
+  if (check.status !== 0)
+    throw new Error(check.stderr.trim() || 'the system suite is missing a system package');
 }

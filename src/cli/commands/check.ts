@@ -75,8 +75,9 @@ Examples:
 
 function wholeNumber(value: string): number {
   const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n))
-    throw new InvalidArgumentError('expected a whole number');
+  // "-3" is a whole number, just not one these rules take: say which numbers they do.
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n))
+    throw new InvalidArgumentError('expected a whole number ≥ 0, such as 0 or 5');
   return n;
 }
 

@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { listDead } from '../../operations/dead.js';
+import { assertKnownQueue } from '../../operations/known-queues.js';
 import {
   type AdminFlags,
   addAdminOptions,
@@ -40,15 +41,17 @@ Examples:
   $ leasehold dead list --queue emails --cursor <the cursor printed by the previous page>`,
   );
   list.action(async (flags: DeadListFlags) => {
-    const page = await withAdminContext(flags, open, (context) =>
-      listDead(context.pool, context.schema, {
+    const page = await withAdminContext(flags, open, async (context) => {
+      // A typo lists nothing and says nothing: refuse a queue that is not known instead.
+      if (flags.queue !== undefined) await assertKnownQueue(context.pool, context.schema, flags.queue);
+      return listDead(context.pool, context.schema, {
         ...(flags.queue !== undefined && { queue: flags.queue }),
         ...(flags.errorCode !== undefined && { errorCode: flags.errorCode }),
         ...(flags.before !== undefined && { before: flags.before }),
         ...(flags.limit !== undefined && { limit: flags.limit }),
         ...(flags.cursor !== undefined && { cursor: flags.cursor }),
-      }),
-    );
+      });
+    });
     if (flags.json) return printJson(page);
     if (page.jobs.length === 0) return print('no dead jobs');
     const rows = page.jobs.map((job) => [

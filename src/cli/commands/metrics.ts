@@ -3,12 +3,14 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { allowedHosts, hostAllowed, isLoopback, sameSecret } from '../../dashboard/security.js';
 import { ValidationError } from '../../errors.js';
+import { readStats } from '../../operations/stats.js';
 import {
   type AdminFlags,
   addAdminOptions,
   contextFromFlags,
   type OpenContext,
   positiveInt,
+  printJson,
   withAdminContext,
 } from '../admin.js';
 import { describeError } from '../errors.js';
@@ -38,7 +40,7 @@ export function metricsCommand(interrupt: Interrupt, open: OpenContext = context
         'LEASEHOLD_METRICS_TOKEN',
       ),
     );
-  addAdminOptions(command, { json: false });
+  addAdminOptions(command);
   command.addHelpText(
     'after',
     `
@@ -46,13 +48,20 @@ Each scrape reads one bounded, index-served snapshot (lh.stats()); scrape every 
 Worker-process metrics (latencies, retries, saturation) come from createWorkerMetrics(worker) in
 the worker process itself.
 
+With --json, prints the gauges of one snapshot (lh.stats()) as JSON and exits, serving nothing.
+
 Examples:
   $ leasehold metrics --port 9464
+  $ leasehold metrics --json
   $ curl -s localhost:9464/metrics | grep oldest_claimable
   $ LEASEHOLD_METRICS_TOKEN=$(openssl rand -hex 16) leasehold metrics --host 0.0.0.0
     (Prometheus: authorization: { credentials: <the token> } in the scrape config)`,
   );
   command.action(async (flags: MetricsFlags) => {
+    if (flags.json) {
+      printJson(await withAdminContext(flags, open, (context) => readStats(context.pool, context.schema)));
+      return;
+    }
     const token = flags.token;
     if (!isLoopback(flags.host) && !token) {
       // Queue names and backlog sizes are not for anyone on the network to read.

@@ -1,5 +1,6 @@
 import cliProgress from 'cli-progress';
 import { Command, Option } from 'commander';
+import { assertKnownQueue } from '../../operations/known-queues.js';
 import type { ReplayFilter, ReplayOptions } from '../../operations/replay.js';
 import { replay } from '../../operations/replay.js';
 import {
@@ -99,8 +100,10 @@ Examples:
           );
     let barStarted = false;
     try {
-      const result = await withAdminContext(flags, open, (context) =>
-        replay(context.pool, context.schema, filter, {
+      const result = await withAdminContext(flags, open, async (context) => {
+        // A typo would replay nothing and exit 0: refuse a queue that is not known instead.
+        if (flags.queue !== undefined) await assertKnownQueue(context.pool, context.schema, flags.queue);
+        return replay(context.pool, context.schema, filter, {
           ...options,
           ...(flags.batchSize !== undefined && { batchSize: flags.batchSize }),
           onProgress: ({ replayed, total }) => {
@@ -111,8 +114,8 @@ Examples:
             // A signal stops the replay between batches: every batch already done is committed.
             interrupt.throwIfReceived();
           },
-        }),
-      );
+        });
+      });
       bar?.stop();
       barStarted = false;
       if (flags.json) printJson(result);

@@ -15,7 +15,7 @@ import { explainDatabaseError } from '../database-errors.js';
 import { CliError } from '../errors.js';
 import type { Interrupt } from '../interrupt.js';
 import { note } from '../log.js';
-import { formatCounters, logWorkerActivity } from '../worker-log.js';
+import { formatCounters, logWorkerActivity, tallyHandedBack } from '../worker-log.js';
 import { loadWorkerModule, type WorkerModule } from '../worker-module.js';
 
 // Beyond the worker's own shutdown timeout, how long stop() may take to hand back leases and
@@ -57,6 +57,7 @@ export async function runWorkerOn(
     `worker ${worker.owner} started on ${Object.keys(module.queues).join(', ')}; stop it with SIGTERM or Ctrl-C`,
   );
   const stopLogging = logWorkerActivity(worker);
+  const shutdown = tallyHandedBack(worker);
   try {
     const signal = await interrupt.wait();
     note(`${signal}: stopping; running jobs get up to ${shutdownTimeoutMs(module)} ms to finish`);
@@ -64,7 +65,7 @@ export async function runWorkerOn(
   } finally {
     stopLogging();
   }
-  note(`stopped: ${formatCounters(worker.counters, worker.activeCount)}`);
+  note(`stopped: ${formatCounters(worker.counters, shutdown.running(), shutdown.handedBack())}`);
 }
 
 /** `leasehold work <module>`: runs the handlers a module exports. */

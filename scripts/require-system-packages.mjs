@@ -1,0 +1,34 @@
+// What `npm run test:system` needs from the system, checked before Vitest starts: without it, the
+// run says what to install in one line and exits 1 (Vitest's own report of a failed global setup
+// printed "No test files found" and a stack trace first). test/system/global-setup.ts runs this
+// same script, so a direct `vitest --config vitest.system.config.ts` refuses the same way.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+const PGBOUNCER_PATHS = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'];
+
+/** The first missing requirement, as a sentence saying what to do; null when nothing is missing. */
+function missingRequirement() {
+  if (!PGBOUNCER_PATHS.some((path) => existsSync(path))) {
+    return (
+      `PgBouncer is not installed (looked for ${PGBOUNCER_PATHS.join(' and ')}): the system suite needs it. ` +
+      'Install it with `apt-get install -y pgbouncer` (Debian/Ubuntu), or run `npm test`, which needs no system package.'
+    );
+  }
+  // The many-hosts harness's network test builds namespaces, veth pairs and nft rules.
+  if (process.getuid?.() !== 0) return 'the system suite needs root (network namespaces)';
+  for (const [binary, pkg] of [
+    ['ip', 'iproute2'],
+    ['nft', 'nftables'],
+  ]) {
+    if (spawnSync(binary, ['--version']).error)
+      return `the system suite needs ${binary}: apt-get install -y ${pkg}`;
+  }
+  return null;
+}
+
+const missing = missingRequirement();
+if (missing !== null) {
+  process.stderr.write(`test:system: ${missing}\n`);
+  process.exit(1);
+}
