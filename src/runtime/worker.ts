@@ -3,7 +3,6 @@ import { plainListenConnection } from '../connection/leasehold-pool.js';
 import { contextOf } from '../context-of.js';
 import { LeaseholdError } from '../errors.js';
 import { leaseFromRow } from '../lease.js';
-import { assertSchemaUsable } from '../migrations/migrator.js';
 import { assertLogger, logWorkerEvents } from '../observability/logger.js';
 import { loadOtel, traceHandler } from '../observability/tracing.js';
 import type { ClaimedRow } from '../storage/claim.js';
@@ -37,7 +36,6 @@ import { countOutcome, type WorkerCounters, type WorkerEventMap, zeroCounters } 
 import { WorkerMaintenance } from './worker-maintenance.js';
 
 export type { WorkerOptions } from './options.js';
-
 export type { WorkerCounters, WorkerEventMap } from './worker-events.js';
 
 type WorkerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
@@ -170,6 +168,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   async start(): Promise<void> {
     await loadOtel(); // spans only when @opentelemetry/api is installed
     this.#begin('idle', 'starting'); // keeps a second start() out while the database is checked
+    const { assertSchemaUsable } = await import('../migrations/migrator.js'); // not loaded by import 'leasehold'
     await assertSchemaUsable(this.#context.pool, this.#context.schema, 'start').catch((err: unknown) => {
       if (this.#state === 'starting') this.#state = 'idle';
       throw err;
