@@ -101,6 +101,12 @@ describe('aging (seed test 8: a flood of high-priority work)', () => {
   const FLOOD_PRIORITY = 5;
   const BOUND_MS = FLOOD_PRIORITY * STEP_MS + 400 + 2500;
 
+  // With aging off, the flood is enqueued whole at the start, more than the worker can run in the
+  // time the test watches (two slots of a 10 ms handler run at most 200 jobs a second): a top-up
+  // racing the worker on a loaded machine once fell behind, the flood ran dry and a low job ran,
+  // which is no starvation test at all. With aging on, the backlog stays about 40 (the bound's sum).
+  const WHOLE_FLOOD = 2000;
+
   async function flood(aging: boolean) {
     const lh = await migratedClient();
     const queue = aging ? 'aged' : 'unaged';
@@ -118,7 +124,13 @@ describe('aging (seed test 8: a flood of high-priority work)', () => {
         );
       }
     };
-    await topUp();
+    if (aging) await topUp();
+    else {
+      await lh.enqueueMany(
+        queue,
+        Array.from({ length: WHOLE_FLOOD }, () => ({ payload: { high: true }, priority: FLOOD_PRIORITY })),
+      );
+    }
     const low = await lh.enqueueMany(
       queue,
       Array.from({ length: 3 }, () => ({ payload: { low: true }, priority: 0 })),
@@ -193,6 +205,12 @@ describe('aging (seed test 8: a flood of high-priority work)', () => {
         },
       );
       expect(run.lowDone).toEqual([]);
+      // And the flood was still there all along: high-priority jobs are still waiting.
+      const { rows } = await testPool(1).query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${run.lh.schema}".jobs WHERE status = 'pending' AND priority >= $1`,
+        [FLOOD_PRIORITY],
+      );
+      expect(rows[0]?.n).toBeGreaterThan(0);
     } finally {
       await run.stop();
     }
