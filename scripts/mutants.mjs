@@ -339,6 +339,14 @@ export const MUTANTS = [
     replace: 'accepted = (await completeJobs(store.pool, store.schema, [ref])).has(host.lease.jobId);',
     tests: ['job-transaction'],
   },
+  {
+    name: 'transaction-lane-move-is-an-error',
+    covers: 'job.transaction',
+    file: 'src/runtime/job-transaction.ts',
+    find: '    if (presented && !accepted && isMovedRowConflict(err)) return { done: false, error: err };\n',
+    replace: '',
+    tests: ['job-transaction'],
+  },
   // Dedupe's replace (src/storage/enqueue-dedupe.ts, src/storage/cancel-set.ts).
   {
     name: 'replace-no-token-bump',
