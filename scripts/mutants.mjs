@@ -196,8 +196,23 @@ export const MUTANTS = [
   },
   // Per-key concurrency limits (src/storage/claim-limited.ts).
   {
-    // Both guards at once: the snapshot's room and the counter row's grant. Either alone is the
-    // other's twin for claims that do not overlap; overlapping claims need the grant (untested).
+    name: 'limited-claim-grants-past-limit',
+    covers: 'per-key limits',
+    file: 'src/storage/claim-limited.ts',
+    find: 'SET granted = least(excluded.granted, greatest(0, (SELECT per_key FROM settings) - k.running)),',
+    replace: 'SET granted = excluded.granted,',
+    tests: ['fairness'],
+  },
+  {
+    name: 'limited-claim-ignores-running',
+    covers: 'per-key limits',
+    file: 'src/storage/claim-limited.ts',
+    find: 'greatest(0, (SELECT per_key FROM settings) - coalesce(k.running, 0)) AS room',
+    replace: '(SELECT per_key FROM settings) AS room',
+    tests: ['fairness'],
+  },
+  {
+    // Both guards at once: the snapshot's room and the counter row's grant.
     name: 'limited-claim-ignores-running-keys',
     covers: 'per-key limits',
     file: 'src/storage/claim-limited.ts',

@@ -80,6 +80,21 @@ describe('per-key concurrency limits', () => {
     expect(await lh.claim({ queue: 'busy', owner: 'w', limit: 10 })).toHaveLength(1);
   });
 
+  it("does not spend a claim's batch on a saturated key's jobs: a claim of one takes the job behind them", async () => {
+    const lh = await migratedClient();
+    await lh.configureQueue('full', { concurrencyLimitPerKey: 1 });
+    await lh.enqueueMany(
+      'full',
+      Array.from({ length: 5 }, () => ({ payload: {}, concurrencyKey: 'big' })),
+    );
+    const [running] = await lh.claim({ queue: 'full', owner: 'w', limit: 1 });
+    expect(running).toBeDefined();
+    // Behind four waiting jobs of the saturated key, in claim order.
+    await lh.enqueue('full', { small: true }, { concurrencyKey: 'small' });
+    const leases = await lh.claim({ queue: 'full', owner: 'w', limit: 1 });
+    expect(leases.map((l) => l.payload)).toEqual([{ small: true }]);
+  });
+
   it('validates the queue settings before writing', async () => {
     const lh = await migratedClient();
     await expect(lh.configureQueue('q', { concurrencyLimitPerKey: 0 })).rejects.toThrow(ValidationError);
