@@ -20,7 +20,7 @@
 // each back before the next). .ci/run runs it after every other pass of this tree has ended.
 
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -136,8 +136,13 @@ for (const mutant of chosen) {
   }
   const path = `${root}${mutant.file}`;
   const original = readFileSync(path, 'utf8');
+  const { atime, mtime } = statSync(path);
   const tests = mutant.tests.map(testFile);
-  restore = () => writeFileSync(path, original);
+  // Put back with its old times too: a build-if-stale check after the run finds dist/ still fresh.
+  restore = () => {
+    writeFileSync(path, original);
+    utimesSync(path, atime, mtime);
+  };
   const started = Date.now();
   let run;
   try {
