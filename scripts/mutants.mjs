@@ -336,6 +336,14 @@ export const MUTANTS = [
     tests: ['flows'],
     ci: true,
   },
+  {
+    name: 'flow-release-resolves-twice',
+    covers: 'flow release',
+    file: 'src/storage/flow-release.ts',
+    find: 'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved\n    RETURNING d.child_id,\n',
+    replace: 'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children))\n    RETURNING d.child_id,\n',
+    tests: ['flows'],
+  },
   // job.transaction (src/runtime/job-transaction.ts): the completion inside the handler's transaction.
   {
     name: 'transaction-commits-refused-completion',
