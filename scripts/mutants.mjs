@@ -341,7 +341,8 @@ export const MUTANTS = [
     covers: 'flow release',
     file: 'src/storage/flow-release.ts',
     find: 'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved\n    RETURNING d.child_id,\n',
-    replace: 'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children))\n    RETURNING d.child_id,\n',
+    replace:
+      'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children))\n    RETURNING d.child_id,\n',
     tests: ['flows'],
   },
   // job.transaction (src/runtime/job-transaction.ts): the completion inside the handler's transaction.
