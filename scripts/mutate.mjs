@@ -1,193 +1,123 @@
 #!/usr/bin/env node
-// A bounded mutation run (`npm run mutate`, not part of CI): each mutant is one string replacement
-// in the code that keeps the promise (the fence, the claim, the sweep, the ordering release, the
-// effects ledger). For each, the file is changed, only the test files that should notice are run,
-// and the file is restored, whatever happens. A mutant whose tests still pass "survived": either a
-// test is missing, or the mutant is equivalent (docs/reliability.md says which, and why).
+// The mutation gate (`npm run mutate`; .ci/run runs `--ci`): each mutant (scripts/mutants.mjs) is
+// one string replacement in the code that keeps the promise (the fence, the claim, the sweep, the
+// hand-overs, the handler's transaction, the effects ledger, the limits, the schedule tick). For
+// each, the file is changed, only the test files that should notice are run, and the file is
+// restored, whatever happens. A mutant whose tests still pass survived: either a test is missing,
+// or the mutant is equivalent, which its row must say (with why). The run exits 1 on a survivor not
+// listed as equivalent, on a mutant whose text is gone (NOT APPLIED: re-point it), and on a listed
+// equivalent that was killed (its reason is stale), so the exit code is the verdict.
 //
-//   node scripts/mutate.mjs                 every mutant
-//   node scripts/mutate.mjs fence sweep     only the mutants whose name contains one of the words
+//   node scripts/mutate.mjs                every mutant
+//   node scripts/mutate.mjs fence sweep    only the mutants whose name contains one of the words
+//   node scripts/mutate.mjs --ci           the CI subset (the rows marked ci)
+//   node scripts/mutate.mjs --list         check the table without running anything: every text
+//                                          found exactly once, every test file present (npm test
+//                                          runs this: test/interfaces/mutate.test.ts)
+//   --root DIR --table FILE                another tree and table (the planted-mutant test's scratch)
 //
-// Run it on a clean tree: it edits src/ in place (and puts each file back before the next).
+// Run it on a clean tree, with nothing else reading it: it edits the files in place (and puts
+// each back before the next). .ci/run runs it after every other pass of this tree has ended.
 
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const args = process.argv.slice(2);
+const flags = new Set(args.filter((a) => a === '--list' || a === '--ci'));
+const option = (name) => {
+  const at = args.indexOf(name);
+  if (at === -1) return null;
+  const value = args[at + 1];
+  if (!value || value.startsWith('--')) usage(`${name} takes a path`);
+  args.splice(at, 2);
+  return value;
+};
+function usage(message) {
+  console.error(
+    `mutate: ${message}\nusage: node scripts/mutate.mjs [--list] [--ci] [--root DIR] [--table FILE] [word ...]`,
+  );
+  process.exit(2);
+}
+const rootOption = option('--root');
+const tableOption = option('--table');
+const root = `${rootOption ? resolve(rootOption) : fileURLToPath(new URL('..', import.meta.url))}/`.replace(
+  /\/+$/,
+  '/',
+);
+const filters = args.filter((a) => !flags.has(a));
+for (const f of filters) if (f.startsWith('--')) usage(`unknown option ${f}`);
 
-/** name, file, the text to find (exactly once), its replacement, the tests that should fail. */
-const MUTANTS = [
-  // The fence (src/storage/fence.ts), shared by heartbeat, complete, fail, snooze.
-  m('fence-token', 'src/storage/fence.ts', '    AND j.lease_token = input.token\n', '', ['fence-parts']),
-  m('fence-claim-id', 'src/storage/fence.ts', '    AND j.lease_claim_id = input.claim_id\n', '', [
-    'fence-parts',
-  ]),
-  m('fence-owner', 'src/storage/fence.ts', '    AND j.lease_owner = input.owner\n', '', ['fence-parts']),
-  m('fence-expiry', 'src/storage/fence.ts', '    AND j.lease_expires_at > now()`', '`', ['fencing']),
-  m('fence-status', 'src/storage/fence.ts', "    AND j.status::text = 'running'\n", '', [
-    'fencing',
-    'fence-parts',
-    'cancel-pause',
-  ]),
-  m('fence-no-row-lock', 'src/storage/fence.ts', '      FOR UPDATE OF j\n', '', ['fencing', 'fenced-plans']),
-  m(
-    'effects-fence-token',
-    'src/storage/effects.ts',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text, searched for as written
-    'WHERE ${LEASE_FENCE}',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text, searched for as written
-    "WHERE ${LEASE_FENCE.replace('AND j.lease_token = input.token', '')}",
-    ['effects', 'effects-ledger', 'fence-parts'],
-  ),
-  m(
-    'effects-ledger-no-conflict-guard',
-    'src/storage/effects.ts',
-    'ON CONFLICT (job_id, name) DO NOTHING',
-    'ON CONFLICT (job_id, name) DO UPDATE SET attempt = excluded.attempt',
-    ['effects', 'effects-ledger', 'fence-parts'],
-  ),
-  m(
-    'effects-result-without-fence',
-    'src/storage/effects.ts',
-    '    FROM changed\n    WHERE e.job_id = changed.id AND e.name = $6\n    RETURNING e.job_id\n  )\n  SELECT (SELECT count(*) FROM recorded)',
-    '    WHERE e.job_id = $1 AND e.name = $6\n    RETURNING e.job_id\n  )\n  SELECT (SELECT count(*) FROM recorded)',
-    ['effects', 'effects-ledger', 'fence-parts'],
-  ),
-  // The claim (src/storage/claim.ts).
-  m(
-    'claim-no-token-bump',
-    'src/storage/claim.ts',
-    'lease_token = j.lease_token + 1,',
-    'lease_token = j.lease_token,',
-    ['fencing', 'claim'],
-  ),
-  m(
-    'claim-no-attempt-count',
-    'src/storage/claim.ts',
-    'attempt_count = j.attempt_count + 1,',
-    'attempt_count = j.attempt_count,',
-    ['fencing', 'failures'],
-  ),
-  m('claim-ignores-schedule', 'src/storage/claim.ts', '      AND available_at <= now()\n', '', [
-    'claim',
-    'failures',
-  ]),
-  m(
-    'claim-ignores-pending',
-    'src/storage/claim.ts',
-    "      AND status = 'pending'\n      AND NOT awaits_predecessor",
-    '      AND NOT awaits_predecessor',
-    ['claim', 'fencing'],
-  ),
-  m(
-    'claim-ignores-ordering',
-    'src/storage/claim.ts',
-    '      AND NOT awaits_predecessor\n      AND available_at <= now()',
-    '      AND available_at <= now()',
-    ['ordering'],
-  ),
-  m(
-    'claim-no-skip-locked',
-    'src/storage/claim.ts',
-    '    LIMIT $3\n    FOR UPDATE SKIP LOCKED',
-    '    LIMIT $3\n    FOR UPDATE',
-    ['claim'],
-  ),
-  m(
-    'claim-ignores-pause',
-    'src/storage/claim.ts',
-    '(paused OR concurrency_limit_per_key IS NOT NULL)',
-    '(concurrency_limit_per_key IS NOT NULL)',
-    ['cancel-pause'],
-  ),
-  // The recovery sweep (src/storage/recover.ts).
-  m(
-    'sweep-recovers-live-leases',
-    'src/storage/recover.ts',
-    '      AND lease_expires_at <= now()\n    ORDER BY',
-    "      AND lease_expires_at <= now() + interval '1 hour'\n    ORDER BY",
-    ['fencing', 'recovery-sweep'],
-  ),
-  m(
-    'sweep-no-skip-locked',
-    'src/storage/recover.ts',
-    '    LIMIT $1\n    FOR UPDATE SKIP LOCKED',
-    '    LIMIT $1\n    FOR UPDATE',
-    ['fencing'],
-  ),
-  m(
-    'sweep-no-recheck',
-    'src/storage/recover.ts',
-    "    WHERE j.id = expired.id\n      AND j.status::text = 'running'\n      AND j.lease_expires_at <= now()",
-    '    WHERE j.id = expired.id',
-    ['fencing', 'recovery-sweep'],
-  ),
-  // Both expiry tests of the sweep at once (either alone is the other's twin: see docs/reliability.md).
-  m(
-    'sweep-recovers-live-leases-both-checks',
-    'src/storage/recover.ts',
-    '      AND lease_expires_at <= now()\n    ORDER BY',
-    '    ORDER BY',
-    ['fencing', 'recovery-sweep'],
-    [['      AND j.lease_expires_at <= now()\n    RETURNING', '    RETURNING']],
-  ),
-  m(
-    'sweep-dead-one-attempt-late',
-    'src/storage/recover.ts',
-    'WHEN j.attempt_count >= j.max_attempts\n                      THEN',
-    'WHEN j.attempt_count > j.max_attempts\n                      THEN',
-    ['fencing', 'recovery-sweep', 'failures'],
-  ),
-  m(
-    'sweep-no-limit',
-    'src/storage/recover.ts',
-    '    ORDER BY lease_expires_at\n    LIMIT $1',
-    '    ORDER BY lease_expires_at',
-    ['fencing', 'recovery-sweep'],
-  ),
-  // The ordering release (src/storage/ordering.ts).
-  m(
-    'ordering-release-any-waiter',
-    'src/storage/ordering.ts',
-    '      ORDER BY w.id LIMIT 1)`;',
-    '      ORDER BY w.id DESC LIMIT 1)`;',
-    ['ordering'],
-  ),
-  m(
-    'ordering-release-not-pending',
-    'src/storage/ordering.ts',
-    "    WHERE w.id = a.head_id AND w.awaits_predecessor AND w.status = 'pending'\n",
-    '    WHERE w.id = a.head_id AND w.awaits_predecessor\n',
-    ['ordering', 'ordering-maintenance', 'ordering-repair'],
-  ),
-  m(
-    'ordering-head-never-advances',
-    'src/storage/ordering.ts',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text, searched for as written
-    "THEN ${NEXT_WAITING(s, 'excluded.head_id')} ELSE k.head_id END,",
-    'THEN k.head_id ELSE k.head_id END,',
-    ['ordering'],
-  ),
-];
+const table = await import(
+  tableOption ? pathToFileURL(resolve(tableOption)).href : new URL('./mutants.mjs', import.meta.url).href
+);
+const MUTANTS = table.MUTANTS;
 
-/** One mutant: `find` -> `replace` in `file` (and each further [find, replace] pair of `more`). */
-// Test files live in room folders (test/storage/, test/runtime/, ...): find each by its name.
-const testFiles = readdirSync(`${root}test`, { recursive: true }).filter((f) => f.endsWith('.test.ts'));
+// Test files live in room folders (test/storage/, test/runtime/, ...): each is found by its name.
+const testFiles = readdirSync(`${root}test`, { recursive: true }).filter((f) =>
+  String(f).endsWith('.test.ts'),
+);
 function testFile(name) {
   const found = testFiles.find((f) => f === `${name}.test.ts` || f.endsWith(`/${name}.test.ts`));
-  if (!found) throw new Error(`mutate: no test file named ${name}.test.ts under test/`);
-  return `test/${found}`;
+  return found ? `test/${found}` : null;
 }
 
-function m(name, file, find, replace, tests, more = []) {
-  return { name, file, edits: [[find, replace], ...more], tests: tests.map(testFile) };
+/** Problems with one row of the table, before anything runs: missing fields, tests or texts. */
+function rowProblems(mutant) {
+  const problems = [];
+  for (const field of ['name', 'covers', 'file', 'find', 'replace', 'tests']) {
+    if (mutant[field] === undefined) problems.push(`no ${field}`);
+  }
+  if (mutant.equivalent !== undefined && !(typeof mutant.equivalent === 'string' && mutant.equivalent.trim()))
+    problems.push('equivalent needs its reason');
+  for (const name of mutant.tests ?? []) if (!testFile(name)) problems.push(`no test file ${name}.test.ts`);
+  let text = null;
+  try {
+    text = readFileSync(`${root}${mutant.file}`, 'utf8');
+  } catch {
+    problems.push(`no file ${mutant.file}`);
+  }
+  if (text !== null) {
+    const counts = edits(mutant).map(([find]) => text.split(find).length - 1);
+    if (counts.some((n) => n !== 1))
+      problems.push(`NOT APPLIED (texts found ${counts.join('/')} times: re-point it)`);
+  }
+  return problems;
 }
 
-const filters = process.argv.slice(2);
+function edits(mutant) {
+  return [[mutant.find, mutant.replace], ...(mutant.more ?? [])];
+}
+
+const names = new Set();
+for (const mutant of MUTANTS) {
+  if (names.has(mutant.name)) usage(`two mutants are named ${mutant.name}`);
+  names.add(mutant.name);
+}
 const chosen = MUTANTS.filter(
-  (mutant) => filters.length === 0 || filters.some((f) => mutant.name.includes(f)),
+  (mutant) =>
+    (!flags.has('--ci') || mutant.ci) &&
+    (filters.length === 0 || filters.some((f) => mutant.name.includes(f))),
 );
+if (chosen.length === 0) usage(`no mutant matches ${filters.join(' ')}`);
+
+if (flags.has('--list')) {
+  let bad = 0;
+  for (const mutant of chosen) {
+    const problems = rowProblems(mutant);
+    if (problems.length > 0) bad += 1;
+    const tags = [mutant.ci ? 'ci' : null, mutant.equivalent ? 'equivalent' : null].filter(Boolean);
+    console.log(
+      `${problems.length === 0 ? 'ok ' : 'BAD'} ${mutant.name} [${mutant.covers}] ${mutant.file}` +
+        ` (${(mutant.tests ?? []).join(', ')})${tags.length ? ` {${tags.join(', ')}}` : ''}` +
+        (problems.length ? `: ${problems.join('; ')}` : ''),
+    );
+  }
+  console.log(`\n${chosen.length} mutants, ${bad} with problems`);
+  process.exit(bad === 0 ? 0 : 1);
+}
+
 const results = [];
 let restore = null;
 for (const signal of ['SIGINT', 'SIGTERM']) {
@@ -198,49 +128,70 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 }
 
 for (const mutant of chosen) {
-  const path = `${root}${mutant.file}`;
-  const original = readFileSync(path, 'utf8');
-  const counts = mutant.edits.map(([find]) => original.split(find).length - 1);
-  if (counts.some((n) => n !== 1)) {
-    results.push({
-      ...mutant,
-      verdict: `NOT APPLIED (texts found ${counts.join('/')} times: update it)`,
-      ms: 0,
-    });
-    console.log(`${results.at(-1).verdict} ${mutant.name}`);
+  const problems = rowProblems(mutant);
+  if (problems.length > 0) {
+    results.push({ mutant, verdict: 'not applied', detail: problems.join('; '), ms: 0 });
+    console.log(`NOT APPLIED ${mutant.name}: ${problems.join('; ')}`);
     continue;
   }
-  restore = () => writeFileSync(path, original);
+  const path = `${root}${mutant.file}`;
+  const original = readFileSync(path, 'utf8');
+  const { atime, mtime } = statSync(path);
+  const tests = mutant.tests.map(testFile);
+  // Put back with its old times too: a build-if-stale check after the run finds dist/ still fresh.
+  restore = () => {
+    writeFileSync(path, original);
+    utimesSync(path, atime, mtime);
+  };
   const started = Date.now();
+  let run;
   try {
     let mutated = original;
-    for (const [find, replace] of mutant.edits) mutated = mutated.replace(find, () => replace);
+    for (const [find, replace] of edits(mutant)) mutated = mutated.replace(find, () => replace);
     writeFileSync(path, mutated);
-    const run = spawnSync(
+    run = spawnSync(
       process.execPath,
-      [`${root}node_modules/vitest/vitest.mjs`, 'run', '--bail=1', ...mutant.tests],
-      { cwd: root, encoding: 'utf8', timeout: 300_000, env: process.env },
+      [`${root}node_modules/vitest/vitest.mjs`, 'run', '--bail=1', ...tests],
+      {
+        cwd: root,
+        encoding: 'utf8',
+        timeout: 300_000,
+        env: process.env,
+      },
     );
-    const verdict = run.status === 0 ? 'SURVIVED' : run.signal ? `killed (timeout, ${run.signal})` : 'killed';
-    results.push({ ...mutant, verdict, ms: Date.now() - started });
   } finally {
     restore();
     restore = null;
   }
-  const last = results.at(-1);
+  const survived = run.status === 0;
+  const verdict = survived
+    ? mutant.equivalent
+      ? 'survived (equivalent)'
+      : 'SURVIVED'
+    : mutant.equivalent
+      ? 'KILLED, though listed as equivalent'
+      : 'killed';
+  const detail = run.signal ? `timeout, ${run.signal}` : run.error ? String(run.error) : '';
+  results.push({ mutant, verdict, detail, ms: Date.now() - started });
   console.log(
-    `${last.verdict.padEnd(10)} ${mutant.name} (${Math.round(last.ms / 1000)} s: ${mutant.tests.join(' ')})`,
+    `${verdict} ${mutant.name} (${Math.round((Date.now() - started) / 1000)} s: ${tests.join(' ')})${detail ? ` [${detail}]` : ''}`,
   );
+  // A survivor's run passed: show what it ran, so the missing test is easy to find.
+  if (survived && !mutant.equivalent) console.log(run.stdout.split('\n').slice(-12).join('\n'));
 }
 
-const survivors = results.filter((r) => r.verdict !== 'killed' && !r.verdict.startsWith('killed'));
-console.log(`\n| mutant | file | tests run | result |\n| --- | --- | --- | --- |`);
+const failed = results.filter((r) => r.verdict !== 'killed' && r.verdict !== 'survived (equivalent)');
+console.log('\n| mutant | covers | file | tests run | result |\n| --- | --- | --- | --- | --- |');
 for (const r of results) {
   console.log(
-    `| ${r.name} | ${r.file.replace('src/storage/', '')} | ${r.tests.map((t) => t.slice(t.lastIndexOf('/') + 1, -8)).join(', ')} | ${r.verdict} |`,
+    `| ${r.mutant.name} | ${r.mutant.covers} | ${r.mutant.file} | ${(r.mutant.tests ?? []).join(', ')} | ${r.verdict} |`,
   );
 }
+for (const r of results.filter((x) => x.verdict === 'survived (equivalent)')) {
+  console.log(`\n${r.mutant.name} is equivalent: ${r.mutant.equivalent}`);
+}
 console.log(
-  `\n${results.length - survivors.length} of ${results.length} killed; survivors: ${survivors.map((s) => s.name).join(', ') || 'none'}`,
+  `\n${results.length - failed.length} of ${results.length} passed the gate (killed, or equivalent with a reason); ` +
+    `failing: ${failed.map((r) => `${r.mutant.name} (${r.verdict})`).join(', ') || 'none'}`,
 );
-process.exitCode = survivors.length === 0 ? 0 : 1;
+process.exitCode = failed.length === 0 ? 0 : 1;

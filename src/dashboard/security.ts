@@ -26,7 +26,7 @@ export function sameSecret(given: string | undefined | null, expected: string): 
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-/** The access token a request presents: `Authorization: Bearer`, the cookie, or `?token=`. */
+/** The access token a request presents: `Authorization: Bearer`, the cookie, or a page's `?token=` (the API refuses one). */
 export function presentedToken(req: IncomingMessage, url: URL): string | null {
   const auth = req.headers.authorization;
   if (auth?.startsWith('Bearer ')) return auth.slice(7);

@@ -24,6 +24,11 @@ import {
 import { loadAssets } from './static.js';
 import { ThroughputHistory } from './throughput.js';
 
+/** The API's answer to a `?token=` (401): where the token goes instead. */
+export const API_TOKEN_IN_URL =
+  '?token= is not accepted on /api/ (a URL ends up in proxy and server logs): send the token in the ' +
+  'Authorization header (Authorization: Bearer <token>)';
+
 /** Options of `startDashboard`. */
 export interface DashboardOptions {
   /** Port to listen on (default 8080; 0 picks a free one). */
@@ -144,6 +149,11 @@ export async function startDashboard(
     if (!originAllowed(req, hosts)) return sendJson(res, 403, { error: 'cross-site request refused' });
     let role: 'operator' | 'viewer' = 'operator';
     if (token) {
+      // The API never takes the token from the URL, right or wrong: a URL ends up in proxy and
+      // server logs. A page's ?token= is exchanged for a cookie below; a script sends the header.
+      if (url.pathname.startsWith('/api/') && url.searchParams.has('token')) {
+        return sendJson(res, 401, { error: API_TOKEN_IN_URL });
+      }
       const given = presentedToken(req, url);
       const viewer = viewerToken !== undefined && sameSecret(given, viewerToken);
       if (!sameSecret(given, token) && !viewer) {
@@ -156,10 +166,9 @@ export async function startDashboard(
         'Set-Cookie',
         `${TOKEN_COOKIE}=${encodeURIComponent(viewer ? (viewerToken as string) : token)}; HttpOnly; SameSite=Strict; Path=/${secure}`,
       );
-      if (req.method === 'GET' && url.searchParams.has('token') && !url.pathname.startsWith('/api/')) {
+      if (req.method === 'GET' && url.searchParams.has('token')) {
         // The token now rides in the cookie: send the browser to the same page without it, so it
-        // stays out of the history, the address bar and any screenshot. (A script calling the API
-        // with ?token= keeps its answer: it has no cookie jar to follow a redirect with.)
+        // stays out of the history, the address bar and any screenshot.
         url.searchParams.delete('token');
         res.writeHead(303, { Location: `${url.pathname}${url.search}` });
         res.end();

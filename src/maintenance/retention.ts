@@ -5,6 +5,7 @@ import type { Queryable } from '../storage/db.js';
 import { pruneFlowsBatch } from '../storage/flows.js';
 import { recordKnownQueues } from '../storage/known-queues.js';
 import { withMaintenanceLock } from '../storage/maintenance-lock.js';
+import { pruneRateLimitKeysBatch, type RateLimitKeyCursor } from '../storage/rate-limits.js';
 import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
@@ -40,7 +41,8 @@ export type BatchRunner = <T>(batch: (db: Queryable) => Promise<T>) => Promise<T
 
 /**
  * One retention pass: succeeded jobs past their retention, then dead and cancelled jobs past their
- * queue's dead retention, then flows whose jobs are all gone (not counted in the result), each in bounded batches (each its own short transaction), until a batch
+ * queue's dead retention, then flows whose jobs are all gone and rate-limit windows whose starts
+ * have all left the window (neither counted in the result), each in bounded batches (each its own short transaction), until a batch
  * comes back short or `limit` rows of a kind were removed. A batch the runner refuses ends the pass
  * (another process is pruning and goes on); refused at the first batch, the pass is `skipped`.
  */
@@ -92,6 +94,21 @@ export async function prunePass(
     if (batch === null) return result;
     flowsSeen += batch.seen;
     flowCursor = batch.next;
+  }
+  // Rate-limit windows that limit nothing any more (not counted in the result either): a per-key
+  // limit on a high-cardinality key leaves a row per key. Paged by key, at most `limit` examined.
+  let keyCursor: RateLimitKeyCursor | null = null;
+  let keysSeen = 0;
+  while (keysSeen < options.limit) {
+    const after: RateLimitKeyCursor | null = keyCursor;
+    const batchLimit = Math.min(options.batchSize, options.limit - keysSeen);
+    const batch: Awaited<ReturnType<typeof pruneRateLimitKeysBatch>> | null = await next((db) =>
+      pruneRateLimitKeysBatch(db, schema, batchLimit, after),
+    );
+    if (batch === null) return result;
+    keysSeen += batch.seen;
+    if (batch.next === null) break;
+    keyCursor = batch.next;
   }
   return result;
 }

@@ -89,7 +89,8 @@ export function poolTransactions(pool: pg.Pool): TransactionAdapter<pg.PoolClien
  * committed or neither. A refused completion (the lease moved on) rolls the writes back, counts the
  * refusal on the pool (the rolled-back transaction took its count with it) and throws
  * `LeaseLostError`; the run's outcome is then `lost`. Once committed, the handler's return completes
- * nothing more. Statements and idle time inside are bounded by the lease time left.
+ * nothing more. Statements and idle time inside are bounded by the lease time left. A completion
+ * that meets the lane rotation moving the job's row runs `fn` again in a new transaction (runOnce).
  * The value `fn` resolves to is the job's result, stored by that same completion (a value too large
  * or not JSON throws `PermanentError` before it: the transaction rolls back and the job goes dead).
  */
@@ -109,6 +110,40 @@ export async function runJobTransaction<Tx, T>(
   }
   if (!host.holdsLease) throw new LeaseLostError(`the lease on job ${host.lease.jobId} was lost`);
   host.transacting = true;
+  try {
+    for (let attempt = 1; ; attempt++) {
+      const run = await runOnce(host, store, fn, adapter);
+      if (run.done) return run.value;
+      // The completion met a lane move (see below): nothing of this run was committed.
+      if (attempt >= MOVED_ROW_ATTEMPTS || !host.holdsLease) throw run.error;
+      host.completing = false;
+    }
+  } finally {
+    host.transacting = false;
+    if (!host.reported) host.completing = false;
+  }
+}
+
+/**
+ * How many times `fn` runs when its completion keeps meeting a lane move (as often as run() in
+ * storage/db.ts sends an autocommit statement again: the rotation moves a row once per turn).
+ */
+const MOVED_ROW_ATTEMPTS = 4;
+
+/**
+ * One transaction of `fn` and the completion. `done: false` when the completion statement met the
+ * lane rotation moving the job's row (serialization_failure, 40001: migration 018): the transaction
+ * was rolled back, the handler's writes with it, and the lease is untouched, so `fn` runs again in
+ * a new transaction under the same lease. The completion cannot be re-sent alone: the failed
+ * statement aborted the transaction holding the handler's writes. Run again, the writes and the
+ * completion still commit together, once (exactly once on the caller's tables).
+ */
+async function runOnce<Tx, T>(
+  host: TransactionHost,
+  store: TransactionStore,
+  fn: (tx: Tx) => Promise<T> | T,
+  adapter: TransactionAdapter<Tx>,
+): Promise<{ done: true; value: T } | { done: false; error: unknown }> {
   let refused = false;
   let presented = false;
   let accepted = false;
@@ -134,7 +169,7 @@ export async function runJobTransaction<Tx, T>(
       return result;
     });
     settle(host, 'completed');
-    return value;
+    return { done: true, value };
   } catch (err) {
     if (refused) {
       settle(host, 'lost');
@@ -149,13 +184,17 @@ export async function runJobTransaction<Tx, T>(
     // The COMMIT's answer was lost (the connection died): if the completion landed, so did the writes.
     if (accepted && (await landedAnyway(host, store))) {
       settle(host, 'completed');
-      return produced as T;
+      return { done: true, value: produced as T };
     }
+    if (presented && !accepted && isMovedRowConflict(err)) return { done: false, error: err };
     throw err;
-  } finally {
-    host.transacting = false;
-    if (!host.reported) host.completing = false;
   }
+}
+
+// serialization_failure, as the driver or as Leasehold's DatabaseError reports it.
+function isMovedRowConflict(err: unknown): boolean {
+  const e = err as { code?: unknown; sqlState?: unknown } | null;
+  return e?.sqlState === '40001' || e?.code === '40001';
 }
 
 function settle(host: TransactionHost, outcome: 'completed' | 'lost'): void {

@@ -6,6 +6,9 @@
  * text (SQL functions take $1..$n positionally), so there is one copy of the SQL: the owner's client
  * runs the statement, a `viaFunctions` client runs `SELECT * FROM schema.fn($1, ..., $n)` with the
  * same parameters and gets the same rows, and the fence inside the text applies either way.
+ * Before it, each body checks its arguments against the API's bounds (function-bounds.ts, issue 32):
+ * a direct call with a batch, lease, delay, text or channel the library would never send is refused
+ * with SQLSTATE 22023 before the statement runs.
  * The migrator creates the functions (migrate(), see installFunctions in migrations/functions.ts):
  * owned by the migrating role (the schema owner), `SET search_path = pg_catalog, pg_temp` (the text
  * qualifies every table with the schema, so nothing can be shadowed), EXECUTE revoked from PUBLIC
@@ -47,6 +50,7 @@ import { JobInsertKeyed } from './enqueue-keyed.js';
 import { JobInsertOrdered } from './enqueue-ordered.js';
 import { JobFailMany, JobSnoozeMany } from './fail.js';
 import { FlowInsert } from './flows.js';
+import { boundsCheck } from './function-bounds.js';
 import { JobExtendLeaseMany } from './heartbeat.js';
 import { RefusalRecord } from './job-transaction.js';
 import { OrderingKeyRepairListed, OrderingKeyRepairScan, OrderingKeyRepairSweep } from './ordering.js';
@@ -307,7 +311,7 @@ function buildFunction(schema: string, entry: FunctionEntry): SchemaFunction {
   const definition = `(${entry.args}) RETURNS ${returns}
   LANGUAGE sql VOLATILE SECURITY DEFINER
   SET search_path = pg_catalog, pg_temp
-  AS ${BODY_QUOTE}${direct.text}${BODY_QUOTE}`;
+  AS ${BODY_QUOTE}${boundsCheck(schema, direct.label)}${direct.text}${BODY_QUOTE}`;
   const digest = createHash('sha1').update(definition).digest('hex').slice(0, 10);
   const name = `lh_${direct.label}_${digest}`;
   const signature = `${s}.${quoteIdent(name)}(${entry.args})`;

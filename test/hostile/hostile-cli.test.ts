@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobWithHistory } from '../../src/index.js';
+import { showOutputOnFailure } from '../support/child-output.js';
 import { buildPrivateCli } from '../support/cli-build.js';
 import { databaseUrl, migratedClient, testPool } from '../support/db.js';
 import { hostileString, isStorableText, runs, tableCounts } from '../support/hostile.js';
@@ -32,7 +33,9 @@ function leasehold(args: string[]): Promise<Exit> {
   return new Promise((resolve) => {
     execFile(process.execPath, [bin, ...args], { env, timeout: 20_000 }, (err, stdout, stderr) => {
       const code = err ? ((err as { code?: unknown }).code as number) : 0;
-      resolve({ code: typeof code === 'number' ? code : -1, stdout, stderr });
+      const exit = { code: typeof code === 'number' ? code : -1, stdout, stderr };
+      showOutputOnFailure(`leasehold ${args.join(' ')}`, () => exit);
+      resolve(exit);
     });
   });
 }

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Lease, type Leasehold, PermissionError } from '../../src/index.js';
-import { schemaFunctions } from '../../src/storage/functions.js';
+import { type ArgumentBound, boundMessage, FUNCTION_BOUNDS } from '../../src/storage/function-bounds.js';
+import { type SchemaFunction, schemaFunctions } from '../../src/storage/functions.js';
 import { countByStatus, migratedClient, testPool } from '../support/db.js';
 import { clientAs, createLogin, roleClient, schemaRole } from '../support/roles.js';
 
@@ -160,7 +161,16 @@ describe('a leaked worker credential', () => {
     await scene('w-enqueue');
     const enqueueOne = schemaFunctions(owner.schema).find((fn) => fn.label === 'enqueue_one');
     await refused(() =>
-      workerSql.query(enqueueOne?.call.text ?? '', ['w-enqueue', '{}', 0, null, 0, 1, 'chan', null]),
+      workerSql.query(enqueueOne?.call.text ?? '', [
+        'w-enqueue',
+        '{}',
+        0,
+        null,
+        0,
+        1,
+        `${owner.schema}_wakeup`,
+        null,
+      ]),
     );
     await refused(() => worker.enqueue('w-enqueue', { forged: true }));
   });
@@ -204,10 +214,11 @@ describe('a leaked worker credential', () => {
       const fence = [[forged.jobId], [forged.token], [forged.claimId], ['honest'], [forged.jobId]];
       const { rows } = await workerSql.query(
         fn?.call.text ?? '',
-        // The batch's one queue comes last ($8, or $9 with results; see complete.ts).
+        // The batch's one queue comes last ($8, or $9 with results; see complete.ts). The channels
+        // are the schema's own: any other is refused before the statement (issue 32).
         label === 'complete_jobs'
-          ? [...fence, 'wake', 'finished', 'w-flow']
-          : [...fence, 'wake', ['{"forged":true}'], 'finished', 'w-flow'],
+          ? [...fence, `${owner.schema}_wakeup`, `${owner.schema}_finished`, 'w-flow']
+          : [...fence, `${owner.schema}_wakeup`, ['{"forged":true}'], `${owner.schema}_finished`, 'w-flow'],
       );
       expect(rows, label).toEqual([]);
     }
@@ -418,7 +429,16 @@ describe('a leaked producer credential', () => {
     // An edge names node positions: one outside the flow (as a foreign job would be) is refused.
     const before = await snapshot(owner.schema);
     const err = await producerSql
-      .query(fn?.call.text ?? '', [...node(1), ['only'], [1], [false], ['block'], [2], [1], 'chan'])
+      .query(fn?.call.text ?? '', [
+        ...node(1),
+        ['only'],
+        [1],
+        [false],
+        ['block'],
+        [2],
+        [1],
+        `${owner.schema}_wakeup`,
+      ])
       .then(
         () => null,
         (e: unknown) => e,
@@ -434,7 +454,7 @@ describe('a leaked producer credential', () => {
       ['block', 'block'],
       [1],
       [2],
-      'chan',
+      `${owner.schema}_wakeup`,
     ]);
     const ids = (rows[0] as { ids: string[] }).ids.map(BigInt);
     expect(ids[0]! > BigInt(pending.id)).toBe(true);
@@ -450,6 +470,142 @@ describe('a leaked producer credential', () => {
     await refused(() => producer.claim({ queue: 'p-claim', owner: 'thief' }));
     await refused(() => producer.complete(lease));
     await refused(() => producer.recoverExpired());
+  });
+});
+
+/** `attempt` must fail with SQLSTATE 22023 naming `message`, and leave the schema as it was. */
+async function outOfRange(attempt: () => Promise<unknown>, message: string): Promise<void> {
+  const before = await snapshot(owner.schema);
+  const err = await attempt().then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(err, `accepted: ${message}`).not.toBeNull();
+  expect((err as { code?: string }).code, String(err)).toBe('22023');
+  expect((err as Error).message).toContain(message);
+  expect(await snapshot(owner.schema)).toEqual(before);
+}
+
+function fnOf(label: string): SchemaFunction {
+  const fn = schemaFunctions(owner.schema).find((f) => f.label === label);
+  if (!fn) throw new Error(`no function ${label}`);
+  return fn;
+}
+
+// A value each bound accepts, for the arguments a call leaves in range.
+function inRange(bound: ArgumentBound, schema: string): unknown {
+  switch (bound.kind) {
+    case 'range':
+      return bound.min;
+    case 'chars':
+      return 'x'.repeat(Math.max(1, bound.min));
+    case 'channel':
+      return bound.channel === 'wakeup' ? `${schema}_wakeup` : `${schema}_finished`;
+    case 'matches':
+      return bound.sample;
+    default:
+      return [];
+  }
+}
+
+// Values each bound refuses.
+function outOfBound(bound: ArgumentBound): unknown[] {
+  switch (bound.kind) {
+    case 'range':
+      return [bound.min - 1, bound.max + 1, null];
+    case 'each-range':
+      return [[bound.min - 1], [bound.max + 1], ...(bound.nulls ? [] : [[null]])];
+    case 'items':
+      return [Array.from({ length: bound.max + 1 }, () => null)];
+    case 'chars':
+      return [...(bound.min > 0 ? [''] : []), 'x'.repeat(bound.max + 1)];
+    case 'each-chars':
+      return [['x'.repeat(bound.max + 1)]];
+    case 'each-bytes':
+      return [[`"${'x'.repeat(bound.max)}"`]];
+    case 'channel':
+      return ['somebody_elses_channel', null];
+    case 'matches':
+      return ['00-not-a-trace', 'x'.repeat(100_000), null];
+  }
+}
+
+describe('the functions refuse what the API would never send (issue 32)', () => {
+  it('every function has bounds', () => {
+    const labels = schemaFunctions(owner.schema).map((fn) => fn.label);
+    expect(labels.filter((label) => (FUNCTION_BOUNDS[label] ?? []).length === 0)).toEqual([]);
+  });
+
+  it('a worker cannot claim a whole queue under a 10^9-second lease, nor stretch its lease past a day', async () => {
+    const { lease } = await scene('w-bounds');
+    const claim = fnOf('claim_jobs');
+    const max = FUNCTION_BOUNDS.claim_jobs!;
+    await outOfRange(
+      () => workerSql.query(claim.call.text, ['w-bounds', 'thief', 1_000_000, 1e12, '1', '-infinity']),
+      boundMessage('claim_jobs', max[2]!),
+    );
+    await outOfRange(
+      () => workerSql.query(claim.call.text, ['w-bounds', 'thief', 1, 1e12, '1', '-infinity']),
+      boundMessage('claim_jobs', max[3]!),
+    );
+    // Its own lease, renewed for 10^9 seconds, or with no end at all (a null length).
+    const extend = fnOf('extend_leases');
+    for (const ms of [1e12, null]) {
+      await outOfRange(
+        () =>
+          workerSql.query(extend.call.text, [
+            [lease.jobId],
+            [lease.token],
+            [lease.claimId],
+            [lease.owner],
+            [lease.queue],
+            [ms],
+            [null],
+            lease.queue,
+          ]),
+        'extend_leases: argument $6',
+      );
+    }
+  });
+
+  it('a producer cannot attach an unbounded text as a trace context', async () => {
+    const job = await owner.enqueue('p-bounds', {});
+    await outOfRange(
+      () => producerSql.query(fnOf('attach_traceparent').call.text, [[job.id], 'x'.repeat(1_000_000)]),
+      'attach_traceparent: argument $2',
+    );
+  });
+
+  it('each function, called with each bound broken and the rest in range, refuses and changes nothing', async () => {
+    await scene('bounds-all');
+    const before = await snapshot(owner.schema);
+    let calls = 0;
+    for (const fn of schemaFunctions(owner.schema)) {
+      const bounds = FUNCTION_BOUNDS[fn.label] ?? [];
+      const sql = fn.role === 'worker' ? workerSql : producerSql;
+      const arity = fn.call.text.split('$').length - 1;
+      const base: unknown[] = Array.from({ length: arity }, () => null);
+      for (const bound of bounds) base[bound.arg - 1] = inRange(bound, owner.schema);
+      for (const bound of bounds) {
+        for (const bad of outOfBound(bound)) {
+          const args = [...base];
+          args[bound.arg - 1] = bad;
+          const err = await sql.query(fn.call.text, args).then(
+            () => null,
+            (e: unknown) => e,
+          );
+          expect(
+            err,
+            `${fn.label} $${bound.arg} = ${JSON.stringify(bad)?.slice(0, 40)} accepted`,
+          ).not.toBeNull();
+          expect((err as { code?: string }).code, `${fn.label}: ${String(err)}`).toBe('22023');
+          expect((err as Error).message).toContain(boundMessage(fn.label, bound));
+          calls += 1;
+        }
+      }
+    }
+    expect(calls).toBeGreaterThan(100);
+    expect(await snapshot(owner.schema)).toEqual(before);
   });
 });
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { showOutputOnFailure } from '../support/child-output.js';
 import { assertFreshDist } from '../support/fresh-dist.js';
 
 // The smoke version of `npm run chaos` (chaos/main.mjs, on the built dist/): a small run with the
@@ -44,8 +45,13 @@ function runChaos(args: string[]): Promise<{ code: number | null; output: string
     child.stderr.on('data', (chunk) => {
       output += chunk;
     });
+    let exitCode: number | null | undefined;
+    showOutputOnFailure(`chaos/main.mjs ${args.join(' ')}`, () => ({ stdout: output, code: exitCode }));
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code, output }));
+    child.on('close', (code) => {
+      exitCode = code;
+      resolve({ code, output });
+    });
   });
 }
 

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerModuleFrom } from '../../src/cli/worker-module.js';
 import { buildReport, formatReport, type ReportInput, type WorkerSummary } from '../../src/demo/report.js';
+import { showOutputOnFailure } from '../support/child-output.js';
 import { buildPrivateCli } from '../support/cli-build.js';
 import { databaseUrl, migratedClient, testPool, uniqueSchema, waitFor } from '../support/db.js';
 
@@ -58,9 +59,14 @@ function startCli(args: string[], env: Record<string, string> = {}): RunningCli 
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr += chunk.toString('utf8');
   });
+  let code: number | null | undefined;
   const exited = new Promise<Finished>((resolve) => {
-    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+    child.on('close', (exitCode, signal) => {
+      code = exitCode;
+      resolve({ code: exitCode, signal, stdout, stderr });
+    });
   });
+  showOutputOnFailure(`leasehold ${args.join(' ')}`, () => ({ stdout, stderr, code }));
   return { child, stdout: () => stdout, stderr: () => stderr, exited };
 }
 

@@ -262,8 +262,32 @@ describe('the dashboard token', () => {
     const page = await send(d.url, '/dead?queue=mail', { headers: { cookie: `${TOKEN_COOKIE}=tok-123` } });
     expect(page.status).toBe(200);
     expect((await send(d.url, '/dead?token=wrong')).status).toBe(401);
-    // The API answers a ?token= call itself: a script has no cookie jar to follow a redirect with.
-    expect((await send(d.url, '/api/overview?token=tok-123')).status).toBe(200);
+  });
+
+  it('refuses ?token= on /api/ with 401 naming the header to use, right token or wrong (issue 32)', async () => {
+    const d = await dashboard({ token: 'tok-123' });
+    for (const path of [
+      '/api/overview?token=tok-123',
+      '/api/overview?token=wrong',
+      '/api/dead?queue=mail&token=tok-123',
+    ]) {
+      const answer = await send(d.url, path);
+      expect(answer.status, path).toBe(401);
+      expect(answer.body, path).toContain('Authorization: Bearer');
+      expect(answer.headers['set-cookie'], path).toBeUndefined();
+    }
+    // Even beside a valid header or cookie: the token in the URL is the leak.
+    const both = await send(d.url, '/api/overview?token=tok-123', {
+      headers: { authorization: 'Bearer tok-123' },
+    });
+    expect(both.status).toBe(401);
+    // The header and the cookie are what the API takes.
+    expect(
+      (await send(d.url, '/api/overview', { headers: { authorization: 'Bearer tok-123' } })).status,
+    ).toBe(200);
+    expect(
+      (await send(d.url, '/api/overview', { headers: { cookie: `${TOKEN_COOKIE}=tok-123` } })).status,
+    ).toBe(200);
   });
 
   it('marks the cookie Secure over TLS, and behind a proxy only when told to trust it', async () => {

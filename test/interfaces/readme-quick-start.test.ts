@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { showOutputOnFailure } from '../support/child-output.js';
 import { databaseUrl, testPool, waitFor } from '../support/db.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -141,6 +142,7 @@ describe('the README quick start', () => {
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString('utf8');
     });
+    showOutputOnFailure('the README quick start', () => ({ stdout, stderr }));
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     try {
       await waitFor(

@@ -143,3 +143,54 @@ describe('retention', () => {
     }
   });
 });
+
+describe('retention of rate-limit windows (issue 32)', () => {
+  it('removes the windows of 100,000 keys whose starts all left the window, a bounded number per pass, and keeps the live ones', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    const s = `"${lh.schema}"`;
+    await lh.configureQueue('per-user', { rateLimit: { max: 5, perMs: 60_000, perKey: true } });
+    // A key used through the API: its window is live.
+    await lh.enqueue('per-user', { u: 'live' }, { concurrencyKey: 'user-live' });
+    const [lease] = await lh.claim({ queue: 'per-user', owner: 'w' });
+    expect(lease).toBeDefined();
+    const live = await pool.query(
+      `SELECT bucket_key FROM ${s}.rate_limit_keys WHERE queue_name = 'per-user'`,
+    );
+    expect(live.rows).toEqual([{ bucket_key: 'user-live' }]);
+    // 100,000 keys of users last seen two minutes ago (the window is one minute), and a queue whose
+    // limit was removed since, as the claim would have left them.
+    await pool.query(
+      `INSERT INTO ${s}.rate_limit_keys (queue_name, bucket_key, start_at, start_n, granted)
+       SELECT 'per-user', 'user-' || g, ARRAY[now() - interval '2 minutes'], ARRAY[1], 1
+       FROM generate_series(1, 100000) AS g`,
+    );
+    await pool.query(
+      `INSERT INTO ${s}.rate_limit_keys (queue_name, bucket_key, start_at, start_n, granted)
+       VALUES ('unlimited-now', '', ARRAY[now()], ARRAY[1], 1)`,
+    );
+    // A key with one start in the window among old ones: still limiting.
+    await pool.query(
+      `INSERT INTO ${s}.rate_limit_keys (queue_name, bucket_key, start_at, start_n, granted)
+       VALUES ('per-user', 'user-recent', ARRAY[now() - interval '5 minutes', now() - interval '10 seconds'],
+               ARRAY[1, 1], 1)`,
+    );
+    const count = async () =>
+      Number((await pool.query(`SELECT count(*) AS n FROM ${s}.rate_limit_keys`)).rows[0].n);
+    expect(await count()).toBe(100_003);
+
+    // Bounded: a pass examines at most `limit` keys.
+    await lh.prune({ batchSize: 1000, limit: 30_000 });
+    expect(await count()).toBe(100_003 - 30_000);
+    // Each later pass starts again from the first key and goes on; three more leave only the
+    // windows that still limit something.
+    for (let pass = 0; pass < 3; pass++) await lh.prune({ batchSize: 1000, limit: 30_000 });
+    const { rows } = await pool.query(
+      `SELECT queue_name, bucket_key FROM ${s}.rate_limit_keys ORDER BY queue_name, bucket_key`,
+    );
+    expect(rows).toEqual([
+      { queue_name: 'per-user', bucket_key: 'user-live' },
+      { queue_name: 'per-user', bucket_key: 'user-recent' },
+    ]);
+  });
+});

@@ -164,6 +164,31 @@ describe('flows', () => {
     expect(await lh.blockedFlows()).toEqual([]);
   });
 
+  it("a parent that died under 'run', was replayed and succeeded, releases its child once: the child still waits for its other parent", async () => {
+    const lh = await migratedClient();
+    const q = 'run-replayed';
+    const { ids } = await lh.enqueueFlow([
+      { ref: 'p', queue: q, payload: {} },
+      { ref: 'other', queue: q, payload: {} },
+      { ref: 'runner', queue: q, payload: {}, dependsOn: ['p', 'other'], onParentDead: 'run' },
+    ]);
+    const roots = await claimAll(lh, q);
+    const p = roots.find((lease) => lease.jobId === ids.p) as Lease;
+    const other = roots.find((lease) => lease.jobId === ids.other) as Lease;
+    // p dies: under 'run' its edge to the runner is resolved, as a success would.
+    expect(await lh.fail(p, new Error('boom'), { retryable: false })).toBe('dead');
+    await lh.replay([ids.p as string], { reason: 'try again' });
+    const [again] = await claimAll(lh, q);
+    expect(again?.jobId).toBe(ids.p);
+    // Its success now must not count that edge a second time.
+    expect(await lh.complete(again as Lease)).toBe(true);
+    expect(await claimAll(lh, q)).toEqual([]);
+    expect(await statuses(lh, ids.p as string)).toMatchObject({ runner: 'waiting' });
+    expect(await lh.complete(other)).toBe(true);
+    const [runner] = await claimAll(lh, q);
+    expect(runner?.jobId).toBe(ids.runner);
+  });
+
   it('the recovery sweep that makes a parent dead applies the policies too', async () => {
     const lh = await migratedClient();
     const pool = testPool(1);

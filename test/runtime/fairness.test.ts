@@ -80,6 +80,21 @@ describe('per-key concurrency limits', () => {
     expect(await lh.claim({ queue: 'busy', owner: 'w', limit: 10 })).toHaveLength(1);
   });
 
+  it("does not spend a claim's batch on a saturated key's jobs: a claim of one takes the job behind them", async () => {
+    const lh = await migratedClient();
+    await lh.configureQueue('full', { concurrencyLimitPerKey: 1 });
+    await lh.enqueueMany(
+      'full',
+      Array.from({ length: 5 }, () => ({ payload: {}, concurrencyKey: 'big' })),
+    );
+    const [running] = await lh.claim({ queue: 'full', owner: 'w', limit: 1 });
+    expect(running).toBeDefined();
+    // Behind four waiting jobs of the saturated key, in claim order.
+    await lh.enqueue('full', { small: true }, { concurrencyKey: 'small' });
+    const leases = await lh.claim({ queue: 'full', owner: 'w', limit: 1 });
+    expect(leases.map((l) => l.payload)).toEqual([{ small: true }]);
+  });
+
   it('validates the queue settings before writing', async () => {
     const lh = await migratedClient();
     await expect(lh.configureQueue('q', { concurrencyLimitPerKey: 0 })).rejects.toThrow(ValidationError);
@@ -101,6 +116,12 @@ describe('aging (seed test 8: a flood of high-priority work)', () => {
   const FLOOD_PRIORITY = 5;
   const BOUND_MS = FLOOD_PRIORITY * STEP_MS + 400 + 2500;
 
+  // With aging off, the flood is enqueued whole at the start, more than the worker can run in the
+  // time the test watches (two slots of a 10 ms handler run at most 200 jobs a second): a top-up
+  // racing the worker on a loaded machine once fell behind, the flood ran dry and a low job ran,
+  // which is no starvation test at all. With aging on, the backlog stays about 40 (the bound's sum).
+  const WHOLE_FLOOD = 2000;
+
   async function flood(aging: boolean) {
     const lh = await migratedClient();
     const queue = aging ? 'aged' : 'unaged';
@@ -118,7 +139,13 @@ describe('aging (seed test 8: a flood of high-priority work)', () => {
         );
       }
     };
-    await topUp();
+    if (aging) await topUp();
+    else {
+      await lh.enqueueMany(
+        queue,
+        Array.from({ length: WHOLE_FLOOD }, () => ({ payload: { high: true }, priority: FLOOD_PRIORITY })),
+      );
+    }
     const low = await lh.enqueueMany(
       queue,
       Array.from({ length: 3 }, () => ({ payload: { low: true }, priority: 0 })),
@@ -193,6 +220,12 @@ describe('aging (seed test 8: a flood of high-priority work)', () => {
         },
       );
       expect(run.lowDone).toEqual([]);
+      // And the flood was still there all along: high-priority jobs are still waiting.
+      const { rows } = await testPool(1).query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${run.lh.schema}".jobs WHERE status = 'pending' AND priority >= $1`,
+        [FLOOD_PRIORITY],
+      );
+      expect(rows[0]?.n).toBeGreaterThan(0);
     } finally {
       await run.stop();
     }

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { type JobContext, type Leasehold, LeaseLostError, type OutcomeResult } from '../../src/index.js';
 import { expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
+import { dueLane, putInLane } from '../support/lanes.js';
 import { started } from '../support/worker.js';
 
 const noBackoff = { baseMs: 0, maxMs: 0 };
@@ -206,5 +207,77 @@ describe('job.transaction', () => {
     expect(codes).toEqual(['VALIDATION:fn', 'VALIDATION:options.with', 'VALIDATION:options.wiht']);
     expect(outcomes).toEqual(['completed']);
     expect((await lh.getJob(id))?.status).toBe('succeeded');
+  });
+});
+
+describe('job.transaction and the lane rotation (issue 32)', () => {
+  it('a completion that meets a lane move runs the callback again in a new transaction: its writes land once, the job succeeds on its first attempt', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = await withCounter(lh);
+    const { id } = await lh.enqueue('tx', {});
+    const due = await dueLane(pool);
+    const mover = await pool.connect();
+    let calls = 0;
+    let moved = -1;
+    let released: Promise<void> | null = null;
+    const outcomes: OutcomeResult[] = [];
+    const worker = lh.worker({
+      queues: {
+        tx: {
+          concurrency: 1,
+          leaseMs: 60_000,
+          handler: async (job) => {
+            // Where the rotation finds it: the lane due to be emptied.
+            await putInLane(pool, lh.schema, [job.id], due);
+            await job.transaction(async (client: pg.PoolClient) => {
+              calls += 1;
+              await bump(client, lh.schema, job.id);
+              if (calls > 1) return;
+              // The rotation's move, held open across the completion: the row is locked and moved,
+              // not yet committed; it commits once the completion waits for it.
+              await mover.query('BEGIN');
+              const result = await mover.query(`SELECT moved FROM "${lh.schema}".move_job_lane_rows(100)`);
+              moved = Number(result.rows[0].moved);
+              const xid = (await mover.query('SELECT txid_current()::text AS xid')).rows[0].xid;
+              released = (async () => {
+                await waitFor(
+                  async () => {
+                    const { rows } = await pool.query(
+                      `SELECT 1 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1`,
+                      [xid],
+                    );
+                    return rows.length > 0;
+                  },
+                  { what: 'the completion to wait for the moved row' },
+                );
+                await mover.query('COMMIT');
+              })();
+            });
+          },
+        },
+      },
+      recoveryIntervalMs: 0,
+      laneRotationIntervalMs: 0,
+      pollIntervalMs: 20,
+      shutdownTimeoutMs: 500,
+    });
+    worker.on('outcome', (_job, result) => outcomes.push(result));
+    try {
+      await started(worker);
+      await waitFor(() => outcomes.length >= 1, { what: 'an outcome' });
+      await released;
+    } finally {
+      await worker.stop();
+      mover.release();
+    }
+    expect(moved).toBe(1);
+    // The first transaction (writes and completion) was rolled back by the move; the callback ran
+    // again under the same lease and committed both, once.
+    expect(calls).toBe(2);
+    expect(outcomes).toEqual(['completed']);
+    expect(await counters(pool, lh.schema)).toEqual({ [id]: 1 });
+    expect(await lh.getJob(id)).toMatchObject({ status: 'succeeded', attemptCount: 1 });
+    expect(worker.counters.completed).toBe(1);
+    expect(await lh.leaseRefusals()).toEqual([]);
   });
 });

@@ -21,6 +21,22 @@ describe('the claim id beside the fencing token', () => {
     }
   });
 
+  it("stamps a retried job with its new claim's id, not the id of the attempt before", async () => {
+    const lh = await migratedClient({ backoff: { baseMs: 0, maxMs: 0 } });
+    const pool = testPool(2);
+    const { id } = await lh.enqueue('again', {});
+    const [first] = await lh.claim({ queue: 'again', owner: 'w' });
+    expect(await lh.fail(first!, new Error('retry me'))).toBe('retry');
+    const [second] = await lh.claim({ queue: 'again', owner: 'w' });
+    expect(second?.jobId).toBe(id);
+    expect(second?.claimId).not.toBe(first?.claimId);
+    const { rows } = await pool.query<{ lease_claim_id: string }>(
+      `SELECT lease_claim_id::text FROM "${lh.schema}".jobs WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]?.lease_claim_id).toBe(second?.claimId);
+  });
+
   it('refuses a lease whose token number was reissued by a later claim (as after a failover that lost the first claim)', async () => {
     const lh = await migratedClient({ backoff: { baseMs: 0, maxMs: 0 } });
     const pool = testPool(2);

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { Leasehold, PermanentError } from '../../src/index.js';
-import { migrate } from '../../src/migrations/migrator.js';
+import { loadMigrations, migrate } from '../../src/migrations/migrator.js';
 import { databaseUrl, dropSchema, testPool, uniqueSchema, waitFor } from '../support/db.js';
 
 // Migration 018 turns an existing jobs table into the cold lane of a partitioned one. It must do
@@ -67,8 +67,14 @@ describe('migrating to lanes (018) with work in flight', () => {
 
       await waitFor(() => runs.size > 200, { what: 'the worker to be busy' });
       const migrated = await migrate(pool, schema);
-      // 019 (flow edges' queues) comes with it: the upgrade from 017 is to the latest version.
-      expect(migrated.applied).toEqual([18, 19]);
+      // 019 (flow edges' queues) and every later one come with it: the upgrade from 017 is to the
+      // latest version.
+      expect(migrated.applied).toEqual(
+        loadMigrations()
+          .map((m) => m.version)
+          .filter((v) => v > 17),
+      );
+      expect(migrated.applied.slice(0, 2)).toEqual([18, 19]);
       const ranAtMigration = runs.size;
       await waitFor(() => runs.size > ranAtMigration + 200, { what: 'work after the migration' });
       producing = false;

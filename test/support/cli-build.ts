@@ -4,6 +4,7 @@ import { copyFileSync, cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll } from 'vitest';
+import { showOutputOnFailure } from './child-output.js';
 import { assertFreshDist } from './fresh-dist.js';
 
 /** The repository root, with a trailing slash. */
@@ -115,11 +116,14 @@ export function startBuiltCli(
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr += chunk.toString('utf8');
   });
+  let exitCode: number | null | undefined;
   const exited = new Promise<CliProcessResult>((resolve) => {
     child.on('close', (code) => {
       children.delete(child);
+      exitCode = code;
       resolve({ code, stdout, stderr });
     });
   });
+  showOutputOnFailure(`leasehold ${args.join(' ')}`, () => ({ stdout, stderr, code: exitCode }));
   return { child, stderr: () => stderr, exited };
 }

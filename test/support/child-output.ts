@@ -1,0 +1,24 @@
+import { onTestFailed } from 'vitest';
+
+/**
+ * Prints what a child process said when the test that started it fails (issue 32): a test that
+ * runs a process and fails on its exit code alone ("expected 1 to be 0") says nothing about why,
+ * and on a loaded CI runner the failure may not come back. Call it where the process starts; a
+ * process started outside a test (in a hook) is skipped: the hook's own error is shown.
+ */
+export function showOutputOnFailure(
+  what: string,
+  output: () => { stdout?: string; stderr?: string; code?: number | null },
+): void {
+  try {
+    onTestFailed(() => {
+      const { stdout = '', stderr = '', code } = output();
+      const tail = (text: string) => (text.length > 20_000 ? `[...]${text.slice(-20_000)}` : text);
+      console.error(
+        `--- ${what}${code === undefined ? '' : ` (exit ${code})`}\n--- stdout:\n${tail(stdout)}\n--- stderr:\n${tail(stderr)}\n---`,
+      );
+    });
+  } catch {
+    // Not inside a test.
+  }
+}
