@@ -29,6 +29,7 @@ export const TRANSITIONS = [
   { name: 'effects', fenced: true },
   { name: 'dedupe replace', fenced: true },
   { name: 'schedule tick', fenced: false },
+  { name: 'plain completion', fenced: true },
 ];
 
 /** Why .ci/run runs a subset: each mutant is a vitest run of its own (8-47 s on a loaded machine). */
@@ -344,6 +345,26 @@ export const MUTANTS = [
     replace:
       'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children))\n    RETURNING d.child_id,\n',
     tests: ['flows'],
+  },
+  // The plain completion (src/storage/complete.ts, issue 28): a batch of plain jobs skips the
+  // ordering, key-slot and flow steps, and must still hand a job that needs them to the whole
+  // statement; the worker must choose it from the claim's flag.
+  {
+    name: 'plain-completion-moves-featured-job',
+    covers: 'plain completion',
+    file: 'src/storage/complete.ts',
+    find: "const PLAIN_ONLY = 'AND j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children';",
+    replace: "const PLAIN_ONLY = 'AND true';",
+    tests: ['complete-shapes'],
+    ci: true,
+  },
+  {
+    name: 'claim-never-plain',
+    covers: 'plain completion',
+    file: 'src/storage/claim.ts',
+    find: "export const CLAIMED_PLAIN =\n  '(j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children) AS plain';",
+    replace: "export const CLAIMED_PLAIN = 'false AS plain';",
+    tests: ['complete-shapes'],
   },
   // job.transaction (src/runtime/job-transaction.ts): the completion inside the handler's transaction.
   {

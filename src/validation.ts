@@ -294,3 +294,6 @@ export function assertReasonAndActor(options: unknown): { reason: string; actor:
   const { reason, actor } = options as { reason?: unknown; actor?: unknown };
   return { reason: assertText(reason, 'reason', 1000), actor: optionalText(actor, 'actor', 200) };
 }
+
+/** Priorities accepted by enqueue and schedules: from -PRIORITY_LIMIT to PRIORITY_LIMIT. */
+export const PRIORITY_LIMIT = 1_000_000;

@@ -16,13 +16,13 @@ import {
   optionalInt,
   optionalText,
   optionsObject,
+  PRIORITY_LIMIT,
   scheduleFromOptions,
   serialisePayload,
 } from '../validation.js';
 import { retryWhileAnswerLost } from './answer-lost.js';
 import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
 
-const PRIORITY_LIMIT = 1_000_000;
 const JOB_FIELDS = ['priority', 'runAt', 'delayMs', 'maxAttempts', 'orderingKey', 'concurrencyKey'] as const;
 const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = [
   ...JOB_FIELDS,

@@ -22,6 +22,7 @@ import {
   optionalInt,
   optionalText,
   optionsObject,
+  PRIORITY_LIMIT,
   serialisePayload,
 } from '../validation.js';
 
@@ -103,7 +104,6 @@ const NOT_FOR_SCHEDULES: Record<string, string> = {
   client: 'a schedule is stored by itself; its jobs are enqueued by the scheduler',
 };
 /** Same bound as enqueue's priority. */
-const PRIORITY_LIMIT = 1_000_000;
 /** Most schedules one `lh.schedules()` call lists. */
 export const MAX_SCHEDULES_LISTED = 1000;
 

@@ -12,7 +12,7 @@
  */
 import { MAX_ATTEMPTS_LIMIT, MAX_LEASE_MS } from '../config.js';
 import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../runtime/error-details.js';
-import { MAX_BATCH, MAX_ENQUEUE_MANY, MAX_PAYLOAD_BYTES_LIMIT } from '../validation.js';
+import { MAX_BATCH, MAX_ENQUEUE_MANY, MAX_PAYLOAD_BYTES_LIMIT, PRIORITY_LIMIT } from '../validation.js';
 import { quoteIdent } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { finishedChannel } from './finish-notices.js';
@@ -31,6 +31,8 @@ export type ArgumentBound =
     }
   /** An array of at most `max` elements. */
   | { readonly arg: number; readonly kind: 'items'; readonly max: number }
+  /** A JSON array (jsonb) of at most `max` elements; NULL refused. */
+  | { readonly arg: number; readonly kind: 'json-items'; readonly max: number }
   /** A text of `min` to `max` characters (NULL passes: the statement decides what NULL means). */
   | { readonly arg: number; readonly kind: 'chars'; readonly min: number; readonly max: number }
   /** Every element of a text array at most `max` characters. */
@@ -82,6 +84,13 @@ const insertMany = (first: number): readonly ArgumentBound[] => [
   { arg: first + 3, kind: 'each-range', min: 0, max: MAX_ENQUEUE_DELAY_MS, nulls: true },
   { arg: first + 4, kind: 'each-range', min: 1, max: MAX_ATTEMPTS_LIMIT },
 ];
+/** A uniform batch (enqueue.ts): $2 a JSON array of payloads, $3 the priority, $4 the attempts. */
+const insertUniform: readonly ArgumentBound[] = [
+  queue(1),
+  { arg: 2, kind: 'json-items', max: MAX_ENQUEUE_MANY },
+  { arg: 3, kind: 'range', min: -PRIORITY_LIMIT, max: PRIORITY_LIMIT },
+  { arg: 4, kind: 'range', min: 1, max: MAX_ATTEMPTS_LIMIT },
+];
 const insertOne: readonly ArgumentBound[] = [
   queue(1),
   { arg: 5, kind: 'range', min: 0, max: MAX_ENQUEUE_DELAY_MS },
@@ -121,6 +130,12 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
     { arg: 6, kind: 'channel', channel: 'wakeup' },
     { arg: 7, kind: 'each-bytes', max: MAX_PAYLOAD_BYTES_LIMIT },
     { arg: 8, kind: 'channel', channel: 'finished' },
+  ],
+  complete_jobs_plain: [...fence, { arg: 6, kind: 'channel', channel: 'finished' }],
+  complete_jobs_plain_with_results: [
+    ...fence,
+    { arg: 6, kind: 'each-bytes', max: MAX_PAYLOAD_BYTES_LIMIT },
+    { arg: 7, kind: 'channel', channel: 'finished' },
   ],
   fail_jobs: [
     ...fence,
@@ -167,6 +182,8 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
   enqueue_one_quiet: insertOne,
   enqueue_many: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_many_quiet: [queue(1), ...insertMany(2)],
+  enqueue_many_uniform: [...insertUniform, { arg: 5, kind: 'channel', channel: 'wakeup' }],
+  enqueue_many_uniform_quiet: insertUniform,
   enqueue_keyed: [...insertOne, { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_ordered: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_deduped: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
@@ -203,6 +220,9 @@ function condition(schema: string, bound: ArgumentBound): string {
       }NOT (v BETWEEN ${bound.min} AND ${bound.max}))`;
     case 'items':
       return `coalesce(pg_catalog.cardinality(${a}), 0) <= ${bound.max}`;
+    case 'json-items':
+      // CASE, not AND: jsonb_array_length raises on a non-array before AND could skip it.
+      return `coalesce(CASE WHEN pg_catalog.jsonb_typeof(${a}) = 'array' THEN pg_catalog.jsonb_array_length(${a}) <= ${bound.max} END, false)`;
     case 'chars':
       return `coalesce(pg_catalog.char_length(${a}) BETWEEN ${bound.min} AND ${bound.max}, true)`;
     case 'each-chars':
@@ -228,6 +248,8 @@ export function boundMessage(label: string, bound: ArgumentBound): string {
         return `numbers from ${bound.min} to ${bound.max}${bound.nulls ? ' (or null)' : ''}`;
       case 'items':
         return `an array of at most ${bound.max} elements`;
+      case 'json-items':
+        return `a JSON array of at most ${bound.max} elements`;
       case 'chars':
         return `${bound.min} to ${bound.max} characters`;
       case 'each-chars':

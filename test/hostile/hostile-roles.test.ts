@@ -503,6 +503,8 @@ function inRange(bound: ArgumentBound, schema: string): unknown {
       return bound.channel === 'wakeup' ? `${schema}_wakeup` : `${schema}_finished`;
     case 'matches':
       return bound.sample;
+    case 'json-items':
+      return '[]';
     default:
       return [];
   }
@@ -517,6 +519,8 @@ function outOfBound(bound: ArgumentBound): unknown[] {
       return [[bound.min - 1], [bound.max + 1], ...(bound.nulls ? [] : [[null]])];
     case 'items':
       return [Array.from({ length: bound.max + 1 }, () => null)];
+    case 'json-items':
+      return [JSON.stringify(Array.from({ length: bound.max + 1 }, () => null)), '{}', null];
     case 'chars':
       return [...(bound.min > 0 ? [''] : []), 'x'.repeat(bound.max + 1)];
     case 'each-chars':
