@@ -58,6 +58,9 @@ export const JobClaimManyThrottled = defineStatement(
     WHERE queue_name = $1
       AND status = 'pending'
       AND NOT awaits_predecessor
+      -- A flow child waits for its parents here as in every claim (and jobs_claimable_idx's
+      -- predicate then serves this scan too).
+      AND waiting_parents = 0
       AND available_at <= now()
       AND EXISTS (SELECT 1 FROM settings)
     ORDER BY priority DESC, available_at, id

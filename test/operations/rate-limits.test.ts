@@ -141,6 +141,29 @@ describe('rate limits enforced by the claim statement', () => {
     }
   });
 
+  it('a flow child on a rate-limited queue waits for its parent, as on any queue', async () => {
+    const lh = await migratedClient();
+    await lh.configureQueue('limited-child', { rateLimit: { max: 100, perMs: 1000 } });
+    const { ids } = await lh.enqueueFlow([
+      { ref: 'parent', queue: 'limited-parent', payload: {} },
+      { ref: 'child', queue: 'limited-child', payload: {}, dependsOn: ['parent'] },
+    ]);
+    const pool = testPool(1);
+    const params = {
+      queue: 'limited-child',
+      owner: 'w',
+      limit: 5,
+      leaseMs: 30_000,
+      perKey: false,
+      recheckMs: 100,
+    };
+    expect((await claimJobsThrottled(pool, lh.schema, params)).rows).toEqual([]);
+    const [parent] = await lh.claim({ queue: 'limited-parent', owner: 'w' });
+    expect(await lh.complete(parent as Lease)).toBe(true);
+    const after = await claimJobsThrottled(pool, lh.schema, params);
+    expect(after.rows.map((row) => row.id)).toEqual([ids.child]);
+  });
+
   it('tells a throttled claim how long until the next start is free, in database time', async () => {
     const lh = await migratedClient();
     await lh.configureQueue('api', { rateLimit: { max: 2, perMs: 400 } });
