@@ -160,14 +160,32 @@ export function synthesiseHistory(
     const later = recorded.findIndex((e) => e.at.getTime() > completed.at.getTime());
     recorded.splice(later === -1 ? recorded.length : later, 0, completed);
   }
-  claims.sort((a, b) => a.at.getTime() - b.at.getTime());
+  claims.sort(
+    (a, b) =>
+      a.at.getTime() - b.at.getTime() ||
+      (a.token !== null && b.token !== null ? Number(BigInt(a.token) - BigInt(b.token)) : 0),
+  );
   return [blank('enqueued', job.createdAt), ...mergeByTime(claims, recorded)].map((event) =>
     event.kind === 'enqueued' ? { ...event, statusAfter: 'pending' } : event,
   );
 }
 
-// Stable merge of two sequences each already in order; on equal times the claim comes first,
-// since a claim always commits before anything that ends its attempt.
+/**
+ * Whether `claim` goes before `event`: by time, and within one millisecond (a Date holds no
+ * microseconds, and a lease handed back is claimed again well within one) by token: an event of an
+ * earlier claim (a lower token) ended that attempt before this claim; otherwise the claim comes
+ * first, since a claim commits before anything that ends its own attempt.
+ */
+function claimComesFirst(claim: JobEvent, event: JobEvent): boolean {
+  const apart = claim.at.getTime() - event.at.getTime();
+  if (apart !== 0) return apart < 0;
+  if (claim.token !== null && event.token !== null && claim.token !== event.token) {
+    return BigInt(claim.token) < BigInt(event.token);
+  }
+  return true;
+}
+
+// Stable merge of two sequences each already in order (see claimComesFirst).
 function mergeByTime(claims: readonly JobEvent[], recorded: readonly JobEvent[]): JobEvent[] {
   const merged: JobEvent[] = [];
   let c = 0;
@@ -175,7 +193,7 @@ function mergeByTime(claims: readonly JobEvent[], recorded: readonly JobEvent[])
   while (c < claims.length || r < recorded.length) {
     const claim = claims[c];
     const event = recorded[r];
-    if (claim && (!event || claim.at.getTime() <= event.at.getTime())) {
+    if (claim && (!event || claimComesFirst(claim, event))) {
       merged.push(claim);
       c++;
     } else if (event) {

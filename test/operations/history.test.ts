@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { JobEvent } from '../../src/index.js';
+import { snoozeJobs } from '../../src/storage/fail.js';
 import { countByStatus, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { deferred, started } from '../support/worker.js';
 
@@ -9,6 +10,39 @@ const noBackoff = { baseMs: 0, maxMs: 0 };
 const brief = (e: JobEvent) => [e.kind, e.attempt, e.owner, e.statusAfter];
 
 describe('job history', () => {
+  it('a lease handed back and claimed again within one millisecond reads in order', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    const { id } = await lh.enqueue('same-ms', {});
+    const [first] = await lh.claim({ queue: 'same-ms', owner: 'w' });
+    expect(await snoozeJobs(lh.pool, lh.schema, [{ ...first!, delayMs: 0, handBack: 'unstarted' }])).toEqual(
+      new Set([id]),
+    );
+    const [second] = await lh.claim({ queue: 'same-ms', owner: 'w' });
+    expect(await lh.complete(second!)).toBe(true);
+    // The hand-back and the second claim within one millisecond, as a worker does it: a Date holds
+    // no microseconds, so only the tokens can order them.
+    const s = `"${lh.schema}"`;
+    await pool.query(
+      `UPDATE ${s}.job_events SET at = '2026-01-01 00:00:00.000300+00',
+                        claimed_at = '2026-01-01 00:00:00.000100+00' WHERE job_id = $1`,
+      [id],
+    );
+    await pool.query(
+      `UPDATE ${s}.finished_jobs SET created_at = '2026-01-01 00:00:00+00',
+         claimed_at = '2026-01-01 00:00:00.000600+00', finished_at = '2026-01-01 00:00:01+00' WHERE id = $1`,
+      [id],
+    );
+    const job = await lh.getJob(id, { history: true });
+    expect(job?.history.map((e) => [e.kind, e.token])).toEqual([
+      ['enqueued', null],
+      ['claimed', first!.token],
+      ['skipped', first!.token],
+      ['claimed', second!.token],
+      ['completed', second!.token],
+    ]);
+  });
+
   it('a job that was claimed, expired, recovered, retried and succeeded reads correctly in order', async () => {
     const lh = await migratedClient({ backoff: noBackoff });
     const pool = testPool();
