@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { Leasehold, SchedulerResult } from '../../src/index.js';
 import { fireDueSchedules, SchedulerService } from '../../src/maintenance/scheduler.js';
 import { runUnnamedOnPool } from '../../src/storage/db.js';
-import { migratedClient, pooled, testPool, waitFor } from '../support/db.js';
+import { migratedClient, pooled, testPool, uniqueSchema, waitFor } from '../support/db.js';
 
 // Issue 15, schedules: firing. Every worker may fire; each tick enqueues exactly one job whatever
 // races, restarts or outages there were, and the job records which schedule and tick made it.
@@ -201,7 +201,9 @@ describe('the scheduler', () => {
   });
 
   it("a worker's scheduler fires due ticks and its queues run them", async () => {
-    const lh: Leasehold = await migratedClient();
+    // A schema of its own, never one handed on by an earlier file: the ticks must be this worker's
+    // to fire (a CI run once saw all three jobs run and none fired by this scheduler).
+    const lh: Leasehold = await migratedClient({ schema: uniqueSchema() });
     const pool = testPool(2);
     const ran: unknown[] = [];
     await lh.schedule('worked', { cron: '* * * * * *', queue: 'sched-work', payload: { n: 1 } });
