@@ -91,6 +91,7 @@ export const MUTANTS = [
     find: '      FOR UPDATE OF j\n',
     replace: '',
     tests: ['fencing', 'fenced-plans'],
+    ci: true,
   },
   // The effects ledger (src/storage/effects.ts).
   {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { countByStatus, expireLease, migratedClient, testPool } from '../support/db.js';
+import { completeJobs } from '../../src/storage/complete.js';
+import { countByStatus, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { expireLeases } from '../support/job-states.js';
 
 describe('leases and fencing', () => {
@@ -212,5 +213,54 @@ describe('leases and fencing', () => {
     await expireLeases(pool, lh.schema);
     expect(await lh.recoverExpired({ limit: 12, batchSize: 5 })).toEqual({ retried: 12, dead: 0 });
     expect(await countByStatus(pool, lh.schema)).toEqual({ pending: 12, running: 18 });
+  });
+});
+
+describe('the fence holds against a write that commits while a completion runs', () => {
+  // The fence's row lock (FOR UPDATE in fencedCte) re-checks the lease on the newest version of a
+  // row that another transaction changed while the completion waited for it. Without it, the check
+  // reads the statement's snapshot (the old lease, still matching) and the DELETE that follows,
+  // which waits and then re-checks only its own condition, removes a job someone else now holds.
+  it.each([
+    ['the whole completion', false],
+    ['the plain completion', true],
+  ])('%s, blocked behind a re-claim that then commits, changes nothing and is refused', async (_, plain) => {
+    const lh = await migratedClient();
+    const pool = testPool(3);
+    const { id } = await lh.enqueue('raced', {});
+    const [lease] = await lh.claim({ queue: 'raced', owner: 'w', leaseMs: 60_000 });
+    const thief = await pool.connect();
+    try {
+      // Another claim of the same job, not yet committed: it holds the row lock.
+      await thief.query('BEGIN');
+      await thief.query(
+        `UPDATE "${lh.schema}".jobs SET lease_token = lease_token + 1, lease_owner = 'thief' WHERE id = $1`,
+        [id],
+      );
+      const completing = completeJobs(lh.pool, lh.schema, [{ ...lease!, plain }]);
+      // The completion has taken its snapshot and waits for the row.
+      await waitFor(
+        async () => {
+          const { rows } = await pool.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND datname = current_database()
+               AND strpos(query, 'WITH input AS') > 0 AND strpos(query, $1) > 0`,
+            // Near the start of the text: pg_stat_activity keeps only its first kilobyte.
+            [`"${lh.schema}".jobs`],
+          );
+          return rows[0].n > 0;
+        },
+        { what: 'the completion to wait for the row lock' },
+      );
+      await thief.query('COMMIT');
+      expect((await completing).size).toBe(0);
+    } finally {
+      thief.release();
+    }
+    const { rows } = await pool.query(
+      `SELECT status::text, lease_owner FROM "${lh.schema}".jobs WHERE id = $1`,
+      [id],
+    );
+    expect(rows).toEqual([{ status: 'running', lease_owner: 'thief' }]);
   });
 });
