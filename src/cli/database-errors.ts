@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { isConnectionFailure } from '../connection/failure.js';
+import { failureReason, isConnectionFailure } from '../connection/failure.js';
 import { isLeaseholdError } from '../errors.js';
 import { schemaVersion } from '../migrations/migrator.js';
 import { CliError } from './errors.js';
@@ -45,10 +45,10 @@ export function explainDatabaseError(err: unknown, schema: string): unknown {
     (state !== undefined && (CONNECTION_STATE.test(state) || SOCKET_CODE.test(state)))
   ) {
     return new CliError(
-      `cannot use the database (${serverReason(err)}): check --database-url or DATABASE_URL`,
+      `cannot use the database (${failureReason(err)}): check --database-url or DATABASE_URL`,
     );
   }
-  if (isLeaseholdError(err, 'DATABASE')) return new CliError(`the database refused: ${serverReason(err)}`);
+  if (isLeaseholdError(err, 'DATABASE')) return new CliError(`the database refused: ${failureReason(err)}`);
   return err;
 }
 
@@ -62,17 +62,4 @@ function sqlStateOf(err: unknown): string | undefined {
   if (typeof code === 'string' && !isLeaseholdError(cause)) return code;
   if (cause instanceof AggregateError) return sqlStateOf(cause.errors[0]);
   return undefined;
-}
-
-/** The server's or the socket's reason, without the "<statement> failed: " prefix. */
-function serverReason(err: unknown): string {
-  const cause = (err as { cause?: unknown } | null)?.cause;
-  const source = cause instanceof Error ? cause : err;
-  if (source instanceof AggregateError && source.message === '') {
-    return [...new Set(source.errors.map((e: unknown) => (e instanceof Error ? e.message : String(e))))].join(
-      '; ',
-    );
-  }
-  const message = source instanceof Error ? source.message : String(source);
-  return message.replace(/^[\w ]+ failed: /, '').split('\n', 1)[0] ?? message;
 }

@@ -71,3 +71,20 @@ function socketAddress(err: unknown, depth: number): string | null {
   }
   return socketAddress(e.cause, depth + 1);
 }
+
+/**
+ * The driver's or the server's own words for a failure, first line only, without a
+ * "<operation> failed: " prefix (several refusals of one connect attempt are joined): what the
+ * outage warning and the CLI say.
+ */
+export function failureReason(err: unknown): string {
+  const cause = (err as { cause?: unknown } | null)?.cause;
+  const source = cause instanceof Error ? cause : err;
+  if (source instanceof AggregateError && source.message === '') {
+    return [...new Set(source.errors.map((e: unknown) => (e instanceof Error ? e.message : String(e))))].join(
+      '; ',
+    );
+  }
+  const message = source instanceof Error ? source.message : String(source);
+  return message.replace(/^[\w ]+ failed: /, '').split('\n', 1)[0] ?? message;
+}

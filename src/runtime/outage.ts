@@ -1,4 +1,4 @@
-import { isConnectionFailure, serverOf } from '../connection/failure.js';
+import { failureReason, isConnectionFailure, serverOf } from '../connection/failure.js';
 import { toDatabaseError } from '../errors.js';
 
 /** The pool whose server is watched: its settings name the host, and `SELECT 1` probes it. */
@@ -67,7 +67,7 @@ export class OutageReport {
     this.#warned = true;
     process.emitWarning(
       `leasehold: worker ${this.#owner} cannot reach its database at ${serverOf(err, this.#pool)} ` +
-        `(${reasonOf(err)}); it keeps retrying and reports once the database answers again`,
+        `(${failureReason(err)}); it keeps retrying and reports once the database answers again`,
       { type: 'LeaseholdWarning', code: 'LEASEHOLD_DATABASE_UNREACHABLE' },
     );
   }
@@ -102,17 +102,4 @@ export class OutageReport {
     }
     this.#back();
   }
-}
-
-// The driver's or server's own words, first line only, without the "<operation> failed: " prefix.
-function reasonOf(err: unknown): string {
-  const cause = (err as { cause?: unknown } | null)?.cause;
-  const source = cause instanceof Error ? cause : err;
-  if (source instanceof AggregateError && source.message === '') {
-    return [...new Set(source.errors.map((e: unknown) => (e instanceof Error ? e.message : String(e))))].join(
-      '; ',
-    );
-  }
-  const message = source instanceof Error ? source.message : String(source);
-  return message.split('\n', 1)[0] ?? message;
 }

@@ -1,5 +1,21 @@
 import { defineStatement, type Queryable, run } from './db.js';
 
+/**
+ * A CTE `finished_names`: the distinct queue names of finished_jobs, one index probe each
+ * (finished_jobs_queue_idx, a loose index scan), ending with a NULL row. The listings and stats read
+ * it so that a queue whose jobs all succeeded is still known.
+ */
+export function finishedQueueNamesCte(s: string): string {
+  return `finished_names AS (
+    (SELECT queue_name FROM ${s}.finished_jobs ORDER BY queue_name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT f.queue_name FROM ${s}.finished_jobs AS f WHERE f.queue_name > p.queue_name
+            ORDER BY f.queue_name LIMIT 1)
+    FROM finished_names AS p
+    WHERE p.queue_name IS NOT NULL
+  )`;
+}
+
 /*
  * Known queues (issue 38). A queue is known once a job was enqueued to it, it was configured, or a
  * schedule names it. The record costs the enqueue nothing: no statement, trigger or column is added

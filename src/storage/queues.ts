@@ -1,4 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { finishedQueueNamesCte } from './known-queues.js';
 
 /**
  * QueueConfigure: creates or updates one queue's settings row. Each setting changes only when its
@@ -69,14 +70,7 @@ const QueueSummaryList = defineStatement(
     FROM ${s}.jobs
     GROUP BY queue_name
   ),
-  finished_names AS (
-    (SELECT queue_name FROM ${s}.finished_jobs ORDER BY queue_name LIMIT 1)
-    UNION ALL
-    SELECT (SELECT f.queue_name FROM ${s}.finished_jobs AS f WHERE f.queue_name > p.queue_name
-            ORDER BY f.queue_name LIMIT 1)
-    FROM finished_names AS p
-    WHERE p.queue_name IS NOT NULL
-  ),
+  ${finishedQueueNamesCte(s)},
   names AS (
     SELECT queue_name AS name FROM counts
     UNION SELECT name FROM ${s}.queues

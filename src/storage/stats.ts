@@ -1,4 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { finishedQueueNamesCte } from './known-queues.js';
 
 /**
  * QueueStatsRead: per queue, the gauges a dashboard or a metrics scrape polls every few seconds.
@@ -40,14 +41,7 @@ const QueueStatsRead = defineStatement(
     FROM terminal_names AS t
     WHERE t.queue_name IS NOT NULL
   ),
-  finished_names AS (
-    (SELECT queue_name FROM ${s}.finished_jobs ORDER BY queue_name LIMIT 1)
-    UNION ALL
-    SELECT (SELECT f.queue_name FROM ${s}.finished_jobs AS f WHERE f.queue_name > p.queue_name
-            ORDER BY f.queue_name LIMIT 1)
-    FROM finished_names AS p
-    WHERE p.queue_name IS NOT NULL
-  ),
+  ${finishedQueueNamesCte(s)},
   running AS (
     SELECT queue_name,
            count(*)::int AS running,
