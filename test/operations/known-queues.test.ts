@@ -1,15 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isLeaseholdError, type Leasehold, QueueNotFoundError } from '../../src/index.js';
 import { migratedClient } from '../support/db.js';
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected a rejection');
-}
+import { rejection } from '../support/rejection.js';
 
 async function runAll(lh: Leasehold, queue: string): Promise<void> {
   for (const lease of await lh.claim({ queue, owner: 'test', limit: 100 })) {

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { type JobContext, type Leasehold, LeaseLostError, type OutcomeResult } from '../../src/index.js';
 import { expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
-import { dueLane, putInLane } from '../support/lanes.js';
+import { dueLane, putInLane, waitUntilBlockedBy } from '../support/lanes.js';
 import { started } from '../support/worker.js';
 
 const noBackoff = { baseMs: 0, maxMs: 0 };
@@ -240,16 +240,7 @@ describe('job.transaction and the lane rotation (issue 32)', () => {
               moved = Number(result.rows[0].moved);
               const xid = (await mover.query('SELECT txid_current()::text AS xid')).rows[0].xid;
               released = (async () => {
-                await waitFor(
-                  async () => {
-                    const { rows } = await pool.query(
-                      `SELECT 1 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1`,
-                      [xid],
-                    );
-                    return rows.length > 0;
-                  },
-                  { what: 'the completion to wait for the moved row' },
-                );
+                await waitUntilBlockedBy(pool, xid);
                 await mover.query('COMMIT');
               })();
             });

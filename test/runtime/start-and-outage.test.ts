@@ -14,6 +14,7 @@ import {
   waitFor,
 } from '../support/db.js';
 import { assertFreshDist } from '../support/fresh-dist.js';
+import { rejection } from '../support/rejection.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { started } from '../support/worker.js';
 
@@ -32,15 +33,6 @@ async function refusedUrl(): Promise<string> {
   url.hostname = '127.0.0.1';
   url.port = String(await refusedPort());
   return url.toString();
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected a rejection');
 }
 
 /** Process warnings emitted while a test runs: captured (and so not printed), with their codes. */

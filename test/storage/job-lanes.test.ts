@@ -7,7 +7,7 @@ import { wakeupChannel } from '../../src/storage/enqueue.js';
 import { fenceArrays } from '../../src/storage/fence.js';
 import { finishedChannel } from '../../src/storage/finish-notices.js';
 import { migratedClient, testPool, waitFor } from '../support/db.js';
-import { dueLane, putInLane } from '../support/lanes.js';
+import { dueLane, putInLane, waitUntilBlockedBy } from '../support/lanes.js';
 import { type PlanNode, planNodes } from '../support/plans.js';
 import { schemaRole } from '../support/roles.js';
 
@@ -119,16 +119,7 @@ describe('job lanes', () => {
       expect(Number(moved.rows[0].moved)).toBe(1);
       const xid = (await mover.query('SELECT txid_current()::text AS xid')).rows[0].xid;
       const completion = lh.completeMany([live]);
-      await waitFor(
-        async () => {
-          const { rows } = await pool.query(
-            `SELECT 1 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1`,
-            [xid],
-          );
-          return rows.length > 0;
-        },
-        { what: 'the completion to wait for the moved row' },
-      );
+      await waitUntilBlockedBy(pool, xid);
       await mover.query('COMMIT');
       // It read the row's old version: PostgreSQL refuses it (40001) and it is sent again.
       expect(await completion).toEqual(new Set([id]));

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { waitFor } from './db.js';
 
 /**
  * The hot lane due to be emptied now (neither receiving jobs nor the one that just stopped, see
@@ -24,4 +25,18 @@ export async function dueLane(db: pg.Pool): Promise<number> {
 /** Moves the given jobs to `lane` (as the rotation would have left them there). */
 export async function putInLane(db: pg.Pool, schema: string, ids: string[], lane: number): Promise<void> {
   await db.query(`UPDATE "${schema}".jobs SET lane = $2 WHERE id = ANY ($1::bigint[])`, [ids, lane]);
+}
+
+/** Waits until some statement waits for transaction `xid` (a lane move holding a row it needs). */
+export async function waitUntilBlockedBy(db: pg.Pool, xid: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const { rows } = await db.query(
+        `SELECT 1 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1`,
+        [xid],
+      );
+      return rows.length > 0;
+    },
+    { what: 'the completion to wait for the moved row' },
+  );
 }
