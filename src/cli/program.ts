@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
+import { packageFileUrl } from '../package-files.js';
 import { contextFromFlags, type OpenContext } from './admin.js';
 import { adminCommands } from './admin-commands.js';
 import { checkCommand } from './commands/check.js';
@@ -69,6 +70,6 @@ function escapeControls(text: string): string {
 }
 
 function packageVersion(): string {
-  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  const text = readFileSync(packageFileUrl('../package.json'), 'utf8');
   return (JSON.parse(text) as { version: string }).version;
 }

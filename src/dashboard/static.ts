@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { packageFileUrl } from '../package-files.js';
 
 /** A file the dashboard serves under `/assets/`. */
 export interface StaticAsset {
@@ -33,7 +34,7 @@ export function loadAssets(): ReadonlyMap<string, StaticAsset> {
   const assets = new Map<string, StaticAsset>();
   for (const name of OWN) {
     assets.set(name, {
-      body: readFileSync(new URL(`./assets/${name}`, import.meta.url)),
+      body: readFileSync(packageFileUrl(`dashboard/assets/${name}`)),
       type: typeOf(name),
     });
   }
@@ -42,7 +43,7 @@ export function loadAssets(): ReadonlyMap<string, StaticAsset> {
     ['uPlot.iife.min.js', 'uplot/dist/uPlot.iife.min.js'],
     ['uPlot.min.css', 'uplot/dist/uPlot.min.css'],
   ] as const) {
-    const bundled = new URL(`./assets/${served}`, import.meta.url);
+    const bundled = packageFileUrl(`dashboard/assets/${served}`);
     const body = readFileSync(existsSync(bundled) ? bundled : require.resolve(file));
     assets.set(served, { body, type: typeOf(served) });
   }

@@ -1,10 +1,10 @@
 import { type ChildProcess, fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { WorkerCounters } from '../index.js';
+import { packageFilePath } from '../package-files.js';
 import type { DemoWorkerConfig, FromWorkerMessage, ToWorkerMessage } from './messages.js';
 import { abortError, waitUntil } from './wait.js';
 
-const WORKER_SCRIPT = fileURLToPath(new URL('./worker-process.js', import.meta.url));
+const WORKER_SCRIPT = packageFilePath('demo/worker-process.js');
 const STDERR_TAIL_CHARS = 2000;
 
 /** What happened to a demo worker process. */

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { SchemaVersionError, toDatabaseError } from '../errors.js';
+import { packageFilePath, packageFileUrl } from '../package-files.js';
 import { guardCheckedOut, quoteIdent } from '../storage/db.js';
 import { installFunctions, missingFunctions } from './functions.js';
 
@@ -21,14 +21,14 @@ let cached: Migration[] | undefined;
 /** The migrations shipped with this version, in order. */
 export function loadMigrations(): Migration[] {
   if (cached) return cached;
-  const dir = fileURLToPath(new URL('./sql/', import.meta.url));
+  const dir = packageFilePath('migrations/sql/');
   cached = readdirSync(dir)
     .map((file) => ({ file, match: MIGRATION_FILE.exec(file) }))
     .filter((entry): entry is { file: string; match: RegExpExecArray } => entry.match !== null)
     .map(({ file, match }) => ({
       version: Number(match[1]),
       name: match[2] ?? file,
-      sql: readFileSync(new URL(`./sql/${file}`, import.meta.url), 'utf8'),
+      sql: readFileSync(packageFileUrl(`migrations/sql/${file}`), 'utf8'),
     }))
     .sort((a, b) => a.version - b.version);
   return cached;

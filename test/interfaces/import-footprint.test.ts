@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -39,12 +40,18 @@ async function loadedBy(entry: string): Promise<{ own: string[]; packages: strin
     throw new Error(`the child failed:\n${out}\n${stderr}`, { cause: err });
   }
   const urls = JSON.parse(stdout.trim().split('\n').at(-1) as string) as string[];
+  // The published files are bundles (scripts/bundle.mjs): an entry and the shared chunks it
+  // loads. The build's map of each output to the modules in it names what was loaded by module.
+  const bundled = JSON.parse(readFileSync(`${root}dist/bundle-meta.json`, 'utf8')) as Record<string, string[]>;
   const own = new Set<string>();
   const packages = new Set<string>();
   const builtins = new Set<string>();
   for (const url of urls) {
     if (url.startsWith('node:')) builtins.add(url);
-    else if (url.startsWith(`file://${root}dist/`)) own.add(url.slice(`file://${root}`.length));
+    else if (url.startsWith(`file://${root}dist/`)) {
+      const file = url.slice(`file://${root}`.length);
+      for (const module of bundled[file] ?? [file]) own.add(module);
+    }
     else {
       const name = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1];
       if (name) packages.add(name);

@@ -6,7 +6,7 @@ import { JobCompleteMany } from '../../src/storage/complete.js';
 import { wakeupChannel } from '../../src/storage/enqueue.js';
 import { fenceArrays } from '../../src/storage/fence.js';
 import { finishedChannel } from '../../src/storage/finish-notices.js';
-import { migratedClient, testPool, waitFor } from '../support/db.js';
+import { migratedClient, testPool } from '../support/db.js';
 import { dueLane, putInLane, waitUntilBlockedBy } from '../support/lanes.js';
 import { type PlanNode, planNodes } from '../support/plans.js';
 import { schemaRole } from '../support/roles.js';
