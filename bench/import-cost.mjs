@@ -9,7 +9,8 @@ import { parseArgs } from 'node:util';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '21' } } });
 const runs = Number(values.runs);
-if (!Number.isInteger(runs) || runs < 1 || runs > 1000) throw new Error('--runs: a whole number from 1 to 1000');
+if (!Number.isInteger(runs) || runs < 1 || runs > 1000)
+  throw new Error('--runs: a whole number from 1 to 1000');
 
 const root = new URL('..', import.meta.url);
 const fromBench = createRequire(new URL('./bench/package.json', root));
@@ -24,7 +25,9 @@ const targets = {
 };
 
 function cpuMs(target) {
-  const load = target ? `await import(${JSON.stringify(target.startsWith('file:') ? target : `file://${target}`)});` : '';
+  const load = target
+    ? `await import(${JSON.stringify(target.startsWith('file:') ? target : `file://${target}`)});`
+    : '';
   const code = `${load} const u = process.cpuUsage(); console.log((u.user + u.system) / 1000);`;
   const run = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`importing ${target} failed:\n${run.stderr}`);

@@ -42,7 +42,10 @@ async function loadedBy(entry: string): Promise<{ own: string[]; packages: strin
   const urls = JSON.parse(stdout.trim().split('\n').at(-1) as string) as string[];
   // The published files are bundles (scripts/bundle.mjs): an entry and the shared chunks it
   // loads. The build's map of each output to the modules in it names what was loaded by module.
-  const bundled = JSON.parse(readFileSync(`${root}dist/bundle-meta.json`, 'utf8')) as Record<string, string[]>;
+  const bundled = JSON.parse(readFileSync(`${root}dist/bundle-meta.json`, 'utf8')) as Record<
+    string,
+    string[]
+  >;
   const own = new Set<string>();
   const packages = new Set<string>();
   const builtins = new Set<string>();
@@ -51,8 +54,7 @@ async function loadedBy(entry: string): Promise<{ own: string[]; packages: strin
     else if (url.startsWith(`file://${root}dist/`)) {
       const file = url.slice(`file://${root}`.length);
       for (const module of bundled[file] ?? [file]) own.add(module);
-    }
-    else {
+    } else {
       const name = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1];
       if (name) packages.add(name);
       else if (!url.endsWith('loaded-modules.mjs') && !url.startsWith('data:')) own.add(url);
