@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 /** Settings every suite shares: one PostgreSQL per run, two files at a time on two cores. */
 export const shared = {
   globalSetup: ['test/support/global-setup.ts'],
+  // Lease-loss and outage warnings that tests provoke are kept for them to assert, not printed.
+  setupFiles: ['test/support/leasehold-warnings.ts'],
   // Two cores: two files at a time, each in its own schema on the shared server.
   maxWorkers: 2,
   // Worker threads rather than child processes: loading the library and its dependencies into

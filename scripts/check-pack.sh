@@ -84,6 +84,11 @@ console.log(`embedded ok (${process.getuid?.() === 0 ? 'as root, server as postg
 JS
 node embedded.mjs
 
+# What the library says when things go wrong (issue 38), black-box: start against a refused port,
+# a down server, a closed client, a 4 s outage under a worker, unknown queues, drained queues.
+cp "$root/scripts/pack-checks/say-what-happened.mjs" .
+node say-what-happened.mjs
+
 if [ "$(id -u)" = 0 ]; then
   # Nowhere to copy the binaries to that the server's user can reach: a typed error, not a crash.
   mkdir -m 700 "$work/closed"

@@ -175,5 +175,7 @@ describe('a worker runs flows', () => {
     expect(childRuns).toBe(children);
     // Every child had left the jobs table (succeeded) when the join ran.
     expect(childrenDoneAtJoin).toBe(0);
-  });
+    // 10,000 jobs run through a worker: room for the wait above (60 s) on a loaded machine, where
+    // the default 30 s ended the test before its own wait did.
+  }, 120_000);
 });

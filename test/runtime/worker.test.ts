@@ -17,6 +17,7 @@ import {
   testPool,
   waitFor,
 } from '../support/db.js';
+import { leaseholdWarnings } from '../support/leasehold-warnings.js';
 import { deferred, started } from '../support/worker.js';
 
 const noBackoff = { baseMs: 0, maxMs: 0 };
@@ -298,6 +299,12 @@ describe('worker', () => {
     );
     await waitFor(() => reasons.length > 0, { what: 'abort' });
     expect(reasons).toEqual(['lease-lost']);
+    // Nobody listens to leaseLost and no logger is set: the loss is said once, as a process warning.
+    const said = () => leaseholdWarnings('LEASEHOLD_LEASE_LOST').filter((m) => m.includes('(queue stolen,'));
+    await waitFor(() => said().length > 0, { what: 'the lease-loss warning' });
+    expect(said()).toEqual([
+      expect.stringMatching(/^leasehold: job \d+ \(queue stolen, attempt 1\/\d+\) lost its lease/),
+    ]);
     await waitFor(() => worker.activeCount === 0);
     expect(await lh.getJob(id)).toMatchObject({ status: 'running', leaseOwner: 'someone-else' });
     expect((await lh.leaseRefusals()).map((r) => [r.operation, r.count])).toEqual([['heartbeat', 1]]);
