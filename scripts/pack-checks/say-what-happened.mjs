@@ -50,7 +50,10 @@ async function relayTo(port) {
     restore() {
       up = true;
     },
-    close: () => new Promise((resolve) => server.close(resolve)),
+    close() {
+      for (const s of sockets) s.destroy();
+      return new Promise((resolve) => server.close(resolve));
+    },
   };
 }
 
@@ -68,6 +71,7 @@ const url = new URL(server.connectionString);
 const schema = 'black_box';
 const lh = new Leasehold({ connectionString: server.connectionString, schema });
 const relay = await relayTo(Number(url.port));
+const children = [];
 const relayUrl = new URL(server.connectionString);
 relayUrl.port = String(relay.port);
 try {
@@ -128,6 +132,8 @@ try {
   console.log('down server and closed client: errors name the call, no statement names, SQLSTATEs only ok');
 
   // 3. A worker whose database drops for 4 s: one warning, and its work finished after.
+  // 40 jobs of 200 ms, two at a time: about 4 s of work, cut for 4 s after the fourth, so most of
+  // it is claimed, run or recorded after the database is back.
   const jobs = 40;
   await lh.enqueueMany(
     'outage',
@@ -138,11 +144,11 @@ try {
     const lh = new Leasehold({ connectionString: process.env.RELAY_URL, schema: ${JSON.stringify(schema)} });
     let done = 0;
     const worker = lh.worker({ queues: { outage: { concurrency: 2, handler: async () => {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await new Promise((resolve) => setTimeout(resolve, 200));
       console.log('done ' + ++done);
     } } } });
     await worker.start();
-    process.stdin.once('data', async () => { await worker.stop(); await lh.close(); });`;
+    process.stdin.once('data', async () => { process.stdin.destroy(); await worker.stop(); await lh.close(); });`;
   const child = spawn(process.execPath, ['--input-type=module', '-e', workerScript], {
     env: { ...process.env, RELAY_URL: relayUrl.href },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -152,6 +158,7 @@ try {
   child.stdout.on('data', (chunk) => (stdout += chunk));
   child.stderr.on('data', (chunk) => (stderr += chunk));
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  children.push(child);
   const until = async (test, what, ms = 60_000) => {
     const deadline = Date.now() + ms;
     while (!(await test())) {
@@ -170,7 +177,7 @@ try {
     async () => (await succeeded()) === jobs,
     `the worker did not finish its ${jobs} jobs after the outage`,
   );
-  child.stdin.write('stop\n');
+  child.stdin.end('stop\n');
   const exit = await exited;
   check(exit.code === 0, `the worker did not stop cleanly\n${stderr}`, exit);
   const unreachable = stderr.match(/LEASEHOLD_DATABASE_UNREACHABLE/g)?.length ?? 0;
@@ -225,6 +232,7 @@ try {
   );
   console.log('a drained queue stays in listQueues() and stats() with completedInWindow ok');
 } finally {
+  for (const child of children) child.kill('SIGKILL');
   await relay.close();
   await lh.close();
   await server.stop();
