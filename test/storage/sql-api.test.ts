@@ -207,6 +207,22 @@ describe('the SQL enqueue refuses what lh.enqueue refuses, with the same message
     expect(await jobCount()).toBe(before);
   });
 
+  it('a dedupe key given another ordering key than its pending job: the same refusal, nothing written', async () => {
+    const first = { orderingKey: 'a', dedupe: { key: 'oc', mode: 'replace' } };
+    await producer.query(`SELECT ${s}.enqueue('sqlapi-oc', '1', $1)`, [JSON.stringify(first)]);
+    const before = await jobCount();
+    const other = { orderingKey: 'b', dedupe: { key: 'oc', mode: 'replace' } };
+    const tsErr = await lh.enqueue('sqlapi-oc', 2, other as never).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(tsErr).toBeInstanceOf(ValidationError);
+    const sqlErr = await sqlError(`SELECT ${s}.enqueue('sqlapi-oc', '2', $1)`, [JSON.stringify(other)]);
+    expect(sqlErr?.code).toBe('22023');
+    expect(sqlErr?.message).toBe(`leasehold: ${tsErr?.message}`);
+    expect(await jobCount()).toBe(before);
+  });
+
   it('runAt and delayMs together, and a runAt that is not a timestamp', async () => {
     const both = await sqlError(`SELECT ${s}.enqueue('q', '{}', $1)`, [
       { runAt: '2030-01-01T00:00:00Z', delayMs: 1 },
