@@ -15,6 +15,9 @@
  * version that changes a statement replaces the bodies and keeps the names, the signatures and
  * the grants. SECURITY DEFINER, owned by the schema's owner, EXECUTE for `<schema>_producer` and
  * the admin roles (grant_function_roles(), by the comment `leasehold:producer:...`).
+ * During a rolling upgrade, a process of the older version that runs migrate() writes its own
+ * bodies back (their comment differs); both call statement functions that stay installed, so
+ * either body works, and the newer version's next migrate() writes its own again.
  */
 import { createHash } from 'node:crypto';
 import { MAX_ATTEMPTS_LIMIT } from '../config.js';
