@@ -31,7 +31,7 @@ import {
   MAX_ENQUEUE_DELAY_MS,
   MAX_KEY_CHARS,
 } from '../enqueue-fields.js';
-import { MAX_ENQUEUE_MANY, MAX_ENQUEUE_MANY_BYTES, PRIORITY_LIMIT } from '../validation.js';
+import { MAX_ENQUEUE_MANY, MAX_ENQUEUE_MANY_BYTES, MAX_JSON_DEPTH, PRIORITY_LIMIT } from '../validation.js';
 import { quoteIdent } from './db.js';
 import { wakeupChannel } from './enqueue.js';
 import { schemaFunctions } from './functions.js';
@@ -111,6 +111,9 @@ ${jobChecks(s)}
   IF pg_catalog.octet_length(payload::text) > ${DEFAULT_MAX_PAYLOAD_BYTES} THEN
     PERFORM ${s}.api_refuse('payload', pg_catalog.format('is %s bytes as JSON, over the limit of %s',
       pg_catalog.octet_length(payload::text), ${DEFAULT_MAX_PAYLOAD_BYTES}));
+  END IF;
+  IF ${tooDeep('payload')} THEN
+    PERFORM ${s}.api_refuse('payload', ${literal(TOO_DEEP)});
   END IF;
 ${jobValues(s)}
   -- dedupe (operations/enqueue-dedupe.ts, parseDedupe)
@@ -214,6 +217,13 @@ ${jobChecks(s)}
     PERFORM ${s}.api_refuse('payloads[' || v_index || ']',
       pg_catalog.format('is %s bytes as JSON, over the limit of %s', v_bytes, ${DEFAULT_MAX_PAYLOAD_BYTES}));
   END IF;
+  SELECT t.n - 1 INTO v_index
+  FROM pg_catalog.jsonb_array_elements(payloads) WITH ORDINALITY AS t(e, n)
+  WHERE ${tooDeep('t.e')}
+  ORDER BY t.n LIMIT 1;
+  IF FOUND THEN
+    PERFORM ${s}.api_refuse('payloads[' || v_index || ']', ${literal(TOO_DEEP)});
+  END IF;
   SELECT pg_catalog.array_agg(t.e::text ORDER BY t.n), pg_catalog.sum(pg_catalog.octet_length(t.e::text)), pg_catalog.count(*)
   INTO v_texts, v_total, v_count
   FROM pg_catalog.jsonb_array_elements(payloads) WITH ORDINALITY AS t(e, n);
@@ -259,6 +269,15 @@ ${BODY}`,
       ...signatures.map((signature) => `COMMENT ON FUNCTION ${signature} IS ${literal(comment)}`),
     ],
   };
+}
+
+const TOO_DEEP = `is not JSON-serialisable here (nested more than ${MAX_JSON_DEPTH} levels deep)`;
+
+// serialisePayload's depth bound: an array or object nested below MAX_JSON_DEPTH containers. Only
+// text longer than twice the bound can nest that deep, so most payloads are not walked.
+function tooDeep(value: string): string {
+  return `(pg_catalog.octet_length(${value}::text) > ${2 * MAX_JSON_DEPTH} AND pg_catalog.jsonb_path_exists(${value},
+    'strict $.**{${MAX_JSON_DEPTH} to last} ? (@.type() == "array" || @.type() == "object")'))`;
 }
 
 const JOB_VARIABLES = `  v_options jsonb := coalesce(options, '{}'::jsonb);

@@ -150,6 +150,13 @@ describe('enqueue, enqueue_many and job_status under the producer role', () => {
   });
 });
 
+/** Arrays nested `depth` deep. */
+function nested(depth: number): unknown {
+  let value: unknown = [];
+  for (let i = 1; i < depth; i++) value = [value];
+  return value;
+}
+
 // One bad input each, given to lh.enqueue and to the SQL enqueue: the same field and message (the
 // SQL one prefixed "leasehold: ", SQLSTATE 22023), and nothing written by either.
 const CASES: {
@@ -185,6 +192,7 @@ const CASES: {
     options: { dedupe: { key: 'k', mode: 'throttle', windowMs: 10 }, idempotencyKey: 'i' },
   },
   { name: 'a payload over the limit', payload: 'x'.repeat(300_000), options: {} },
+  { name: 'a payload nested too deep', payload: nested(2001), options: {} },
 ];
 
 describe('the SQL enqueue refuses what lh.enqueue refuses, with the same message', () => {
@@ -248,6 +256,12 @@ describe('the SQL enqueue refuses what lh.enqueue refuses, with the same message
     }
     const keyed = await sqlError(`SELECT ${s}.enqueue_many('q', '[1]', $1)`, [{ idempotencyKey: 'k' }]);
     expect(keyed?.message).toMatch(/^leasehold: options\.idempotencyKey: is not an option/);
+    const deep = await sqlError(`SELECT ${s}.enqueue_many('q', $1)`, [
+      JSON.stringify([nested(2000), nested(2001)]),
+    ]);
+    expect(deep?.message).toBe(
+      'leasehold: payloads[1]: is not JSON-serialisable here (nested more than 2000 levels deep)',
+    );
     const big = await sqlError(`SELECT ${s}.enqueue_many('q', $1)`, [
       JSON.stringify([1, 'x'.repeat(300_000)]),
     ]);
