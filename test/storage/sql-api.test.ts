@@ -117,6 +117,23 @@ describe('enqueue, enqueue_many and job_status under the producer role', () => {
     expect(await status(gone)).toBeNull();
     expect(await lh.getJob(gone)).toBeNull();
     expect(await status(ids[0]!)).toBe('pending');
+    // With an ordering key, the batch is one line in array order: the first runs, the rest wait.
+    const { rows: line } = await producer.query(`SELECT ${s}.enqueue_many($1, $2, $3)::text[] AS ids`, [
+      'sqlapi-many',
+      '[1, 2, 3]',
+      { orderingKey: 'line-1', concurrencyKey: 'c-1', runAt: '2030-01-01T00:00:00Z' },
+    ]);
+    const { rows: waiting } = await lh.pool.query(
+      `SELECT id::text, awaits_predecessor, concurrency_key, available_at FROM ${s}.jobs
+       WHERE id = ANY($1::bigint[]) ORDER BY id`,
+      [line[0].ids],
+    );
+    expect(waiting.map((job) => job.id)).toEqual(line[0].ids);
+    expect(waiting.map((job) => job.awaits_predecessor)).toEqual([false, true, true]);
+    expect(new Set(waiting.map((job) => job.concurrency_key))).toEqual(new Set(['c-1']));
+    expect(new Set(waiting.map((job) => job.available_at.toISOString()))).toEqual(
+      new Set(['2030-01-01T00:00:00.000Z']),
+    );
   });
 
   it('wakes a worker on commit as lh.enqueue does (its poll is an hour away), and job_status follows the job', async () => {
