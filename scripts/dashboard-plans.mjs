@@ -1,5 +1,5 @@
 // Prints the EXPLAIN (ANALYZE, BUFFERS) plan of each dashboard search filter at a million jobs, for
-// docs/dashboard.md. Usage: npm run build && node scripts/dashboard-plans.mjs [rows]
+// docs/dashboard-plans.md (the appendix of docs/dashboard.md). Usage: npm run build && node scripts/dashboard-plans.mjs [rows]
 // Uses DATABASE_URL when set (a throwaway schema, dropped at the end), else an embedded server.
 // The data: `rows` jobs over 5 queues, 90% pending (10% of them behind ordering keys), 200
 // running, 8% dead (a few error codes), 2% cancelled, plus rows/10 retained succeeded jobs, keyed

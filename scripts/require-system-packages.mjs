@@ -15,6 +15,14 @@ function missingRequirement() {
       'Install it with `apt-get install -y pgbouncer` (Debian/Ubuntu), or run `npm test`, which needs no system package.'
     );
   }
+  // The SQL API's clients (test/system/sql-api-clients.test.ts): psql, and Python's psycopg 3 for
+  // the system's own Python (where Debian's package installs it).
+  if (spawnSync('psql', ['--version']).error) {
+    return 'the system suite needs psql: apt-get install -y postgresql-client';
+  }
+  if (spawnSync('/usr/bin/python3', ['-c', 'import psycopg']).status !== 0) {
+    return 'the system suite needs psycopg 3 for /usr/bin/python3: apt-get install -y python3-psycopg';
+  }
   // The many-hosts harness's network test builds namespaces, veth pairs and nft rules.
   if (process.getuid?.() !== 0) return 'the system suite needs root (network namespaces)';
   for (const [binary, pkg] of [

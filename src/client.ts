@@ -279,6 +279,17 @@ export class Leasehold extends LeaseholdWorkflows {
   }
 
   /**
+   * Opens `queue`'s payloads to the dashboard's search (the first `prefixChars` characters of each
+   * payload's JSON text, 1 to 4,096), or closes them with `null`. Off by default: payloads may hold
+   * personal data.
+   */
+  setPayloadSearch(queue: string, prefixChars: number | null): Promise<void> {
+    return publicCall(this.#context, 'setPayloadSearch', () =>
+      operatorCalls().then((calls) => calls.setPayloadSearch(this.pool, this.schema, queue, prefixChars)),
+    );
+  }
+
+  /**
    * Stops claims from `queue`; running jobs finish. An unknown queue (a typo) is refused with
    * `QueueNotFoundError` naming the closest known ones, unless `{ create: true }`.
    */

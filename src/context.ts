@@ -37,7 +37,8 @@ import {
 import { WakeupCoalescer } from './wakeup-coalescer.js';
 
 /** Every option `new Leasehold()` accepts (checked for typos at construction). */
-const KNOWN_OPTIONS: readonly (keyof LeaseholdOptions)[] = [
+/** Option names `new Leasehold()` takes (docs/api.md lists each: test/interfaces/docs-options.test.ts). */
+export const KNOWN_OPTIONS: readonly (keyof LeaseholdOptions)[] = [
   'connectionString',
   'pool',
   'poolSize',

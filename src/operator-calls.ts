@@ -16,4 +16,5 @@ export { queueSummaries } from './operations/queues.js';
 export { replay } from './operations/replay.js';
 export { runUntilIdle } from './operations/run-until-idle.js';
 export { listSchedules, runSchedules, schedule, setPaused, unschedule } from './operations/schedules.js';
+export { setPayloadSearch } from './operations/search.js';
 export { readStats } from './operations/stats.js';

@@ -1,3 +1,4 @@
+import { MAX_ENQUEUE_DELAY_MS } from './enqueue-fields.js';
 import { ValidationError } from './errors.js';
 import { rejectUnknownOptions } from './unknown-options.js';
 
@@ -259,7 +260,7 @@ export function scheduleFromOptions(
     }
     return { runAt: opts.runAt, delayMs: 0 };
   }
-  return { runAt: null, delayMs: optionalInt(opts.delayMs, `${field}.delayMs`, 0, 10 * 365 * 86_400_000, 0) };
+  return { runAt: null, delayMs: optionalInt(opts.delayMs, `${field}.delayMs`, 0, MAX_ENQUEUE_DELAY_MS, 0) };
 }
 
 /** Reduces an error code to a short, safe token (letters, digits and _ - . :). */

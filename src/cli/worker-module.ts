@@ -1,16 +1,18 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { JobHandler, QueueOptions, WorkerOptions } from '../index.js';
+import type { JobHandler, QueueOptions, WorkerOptions, WorkerTask } from '../index.js';
 import { CliError, describeError } from './errors.js';
 
 /** Worker-level options a module may set; the CLI supplies the queues and handles signals. */
-export type ModuleWorkerOptions = Omit<WorkerOptions, 'queues' | 'handleSignals'>;
+export type ModuleWorkerOptions = Omit<WorkerOptions, 'queues' | 'tasks' | 'handleSignals'>;
 
 /** What a worker module provides. */
 export interface WorkerModule {
   /** Queue name to handler or `{ handler, concurrency, leaseMs, ... }`, from the named exports. */
   queues: Record<string, QueueOptions | JobHandler>;
+  /** Tasks made by `defineTask`, exported alone or in arrays; each runs on the queue of its name. */
+  tasks: WorkerTask[];
   /** Worker-level options, from the `default` or `options` export. */
   options: ModuleWorkerOptions;
 }
@@ -29,9 +31,11 @@ export async function loadWorkerModule(path: string, cwd = process.cwd()): Promi
 }
 
 /**
- * Reads a module's exports: every named export is a queue (a handler, or an object with a
- * `handler`), except `options`; `default` or `options` holds worker-level options. Shapes are
- * checked here only as far as telling exports apart needs; `lh.worker()` validates the values.
+ * Reads a module's exports: every named export but `options` is a queue (a handler, or an object
+ * with a `handler`, served under the export's name) or a task made by `defineTask` (or an array of
+ * them, each served under its own name, as `lh.worker({ tasks })` does); `default` or `options`
+ * holds worker-level options. Shapes are checked here only as far as telling exports apart needs;
+ * the worker validates the values (a task name served twice, a queue option out of range).
  */
 export function workerModuleFrom(exports: Record<string, unknown>, path: string): WorkerModule {
   const { default: defaultExport, options: optionsExport, ...queueExports } = exports;
@@ -40,31 +44,58 @@ export function workerModuleFrom(exports: Record<string, unknown>, path: string)
   }
   const options = readOptions(defaultExport ?? optionsExport ?? {}, path);
   const queues: Record<string, QueueOptions | JobHandler> = {};
+  const tasks: WorkerTask[] = [];
+  const add = (task: WorkerTask) => {
+    // One task exported twice (alone and in an array) is served once.
+    if (!tasks.includes(task)) tasks.push(task);
+  };
   for (const [name, value] of Object.entries(queueExports)) {
-    const isQueue =
-      typeof value === 'function' ||
-      (typeof value === 'object' && value !== null && typeof (value as QueueOptions).handler === 'function');
-    if (!isQueue) {
+    if (isTask(value)) add(value);
+    else if (Array.isArray(value) && value.length > 0 && value.every(isTask)) value.forEach(add);
+    else if (isQueue(value)) queues[name] = value;
+    else {
       throw new CliError(
-        `${path}: export "${name}" is not a queue: export a handler, async (job) => {...}, or { handler, concurrency, ... }`,
+        `${path}: export "${name}" is not a queue: export a task made by defineTask (or an array of them), a handler, async (job) => {...}, or { handler, concurrency, ... }`,
       );
     }
-    queues[name] = value as QueueOptions | JobHandler;
   }
-  if (Object.keys(queues).length === 0) {
+  if (Object.keys(queues).length === 0 && tasks.length === 0) {
     throw new CliError(
-      `${path}: exports no queues; export one handler per queue, e.g. export const emails = async (job) => {...}`,
+      `${path}: exports no queues; export tasks made by defineTask, or one handler per queue, e.g. export const emails = async (job) => {...}`,
     );
   }
-  return { queues, options };
+  return { queues, tasks, options };
+}
+
+// A task from defineTask (runtime/task.ts): its name, its queue options with the handler, and its
+// schema (undefined when it has none). Told apart structurally, as lh.worker({ tasks }) does: the
+// module may have imported another copy of leasehold than the CLI's.
+function isTask(value: unknown): value is WorkerTask {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const task = value as Partial<WorkerTask>;
+  return (
+    typeof task.name === 'string' &&
+    'schema' in task &&
+    typeof task.queue === 'object' &&
+    task.queue !== null &&
+    typeof task.queue.handler === 'function'
+  );
+}
+
+function isQueue(value: unknown): value is QueueOptions | JobHandler {
+  return (
+    typeof value === 'function' ||
+    (typeof value === 'object' && value !== null && typeof (value as QueueOptions).handler === 'function')
+  );
 }
 
 function readOptions(value: unknown, path: string): ModuleWorkerOptions {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new CliError(`${path}: the default (or options) export must be an object of worker options`);
   }
-  if ('queues' in value) {
-    throw new CliError(`${path}: worker options must not hold "queues"; export each queue by name instead`);
+  if ('queues' in value || 'tasks' in value) {
+    const key = 'queues' in value ? 'queues' : 'tasks';
+    throw new CliError(`${path}: worker options must not hold "${key}"; export each queue or task instead`);
   }
   if ('handleSignals' in value) {
     throw new CliError(`${path}: "handleSignals" is not needed; the CLI always stops on SIGTERM and SIGINT`);

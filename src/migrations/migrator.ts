@@ -76,7 +76,7 @@ export async function migrate(
   if (current === latest) {
     let missing: string[];
     try {
-      missing = await missingFunctions(pool, schema);
+      missing = await missingFunctions(pool, schema, current);
     } catch (err) {
       throw toDatabaseError(err, 'migrate');
     }
@@ -163,9 +163,10 @@ async function applyPending(
     ]);
     applied.push(migration.version);
   }
-  await installFunctions(client, schema);
+  const version = Math.max(locked, latest);
+  await installFunctions(client, schema, version);
   await client.query('COMMIT');
-  return { applied, version: Math.max(locked, latest), notices };
+  return { applied, version, notices };
 }
 
 const REDEFINES_GRANT_ROLES = /^CREATE OR REPLACE FUNCTION grant_roles\(\)/m;

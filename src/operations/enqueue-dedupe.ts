@@ -1,5 +1,6 @@
 import type { EnqueueManyResult, EnqueueResult } from '../client-options.js';
 import type { LeaseholdContext } from '../context.js';
+import { DEDUPE_FIELDS, DEDUPE_MODES, MAX_DEDUPE_WINDOW_MS, MAX_KEY_CHARS } from '../enqueue-fields.js';
 import { DatabaseError, isLeaseholdError, ValidationError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
 import type { NewJob } from '../storage/enqueue.js';
@@ -14,14 +15,13 @@ import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertInt, assertText } from '../validation.js';
 
 /** Longest dedupe window accepted, in ms (366 days). */
-export const MAX_DEDUPE_WINDOW_MS = 366 * 86_400_000;
+export { MAX_DEDUPE_WINDOW_MS } from '../enqueue-fields.js';
 
 // A statement answers `stale` only for a key a concurrent enqueue moved after its snapshot was
 // taken; the next statement's snapshot includes that commit, so each run gets through one more
 // committed racer. Bounded all the same, so a pathological stream of racers fails loudly.
 const MAX_RUNS = 50;
-const MODES: readonly DedupeMode[] = ['throttle', 'debounce', 'replace'];
-const DEDUPE_FIELDS = ['key', 'mode', 'windowMs'];
+const MODES: readonly DedupeMode[] = DEDUPE_MODES;
 // Migration 013's constraint refusing a dedupe key whose job has another ordering key.
 const ORDERING_MISMATCH = 'dedupe_keys_ordering_key_mismatch';
 
@@ -48,7 +48,7 @@ export function parseDedupe(
   }
   rejectUnknownOptions(value, DEDUPE_FIELDS, field);
   const given = value as { key?: unknown; mode?: unknown; windowMs?: unknown };
-  const key = assertText(given.key, `${field}.key`, 200);
+  const key = assertText(given.key, `${field}.key`, MAX_KEY_CHARS);
   if (!MODES.includes(given.mode as DedupeMode)) {
     throw new ValidationError(`${field}.mode`, `must be one of ${MODES.join(', ')}`);
   }

@@ -2,6 +2,7 @@ import type { EnqueueItem, EnqueueManyResult, EnqueueOptions, EnqueueResult } fr
 import { MAX_ATTEMPTS_LIMIT } from '../config.js';
 import { connectionFor, type LeaseholdContext } from '../context.js';
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY } from '../defaults.js';
+import { ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS, MAX_KEY_CHARS } from '../enqueue-fields.js';
 import { ValidationError } from '../errors.js';
 import { traceEnqueue } from '../observability/tracing.js';
 import type { Queryable } from '../storage/db.js';
@@ -23,14 +24,8 @@ import {
 import { retryWhileAnswerLost } from './answer-lost.js';
 import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
 
-const JOB_FIELDS = ['priority', 'runAt', 'delayMs', 'maxAttempts', 'orderingKey', 'concurrencyKey'] as const;
-const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = [
-  ...JOB_FIELDS,
-  'client',
-  'idempotencyKey',
-  'dedupe',
-];
-const ENQUEUE_ITEM: readonly (keyof EnqueueItem)[] = ['payload', ...JOB_FIELDS, 'dedupe'];
+const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = ENQUEUE_OPTION_KEYS;
+const ENQUEUE_ITEM: readonly (keyof EnqueueItem)[] = ENQUEUE_ITEM_KEYS;
 
 /** `lh.enqueue`: one job, joining the caller's transaction with `client`, deduplicated with `idempotencyKey`. */
 export async function enqueue(
@@ -61,7 +56,7 @@ async function enqueueOne(
   const dedupe = parseDedupe(options.dedupe, 'options.dedupe', options);
   if (dedupe !== null) return enqueueDeduped(context, db, queue, job, dedupe, options.client !== undefined);
   if (options.idempotencyKey !== undefined) {
-    const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', 200) as string;
+    const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', MAX_KEY_CHARS) as string;
     if (job.orderingKey !== null) {
       throw new ValidationError('options.orderingKey', 'cannot be combined with idempotencyKey yet');
     }
@@ -185,7 +180,7 @@ export function newJob(
       MAX_ATTEMPTS_LIMIT,
       DEFAULT_MAX_ATTEMPTS,
     ),
-    orderingKey: optionalText(item.orderingKey, `${field}.orderingKey`, 200),
-    concurrencyKey: optionalText(item.concurrencyKey, `${field}.concurrencyKey`, 200),
+    orderingKey: optionalText(item.orderingKey, `${field}.orderingKey`, MAX_KEY_CHARS),
+    concurrencyKey: optionalText(item.concurrencyKey, `${field}.concurrencyKey`, MAX_KEY_CHARS),
   };
 }

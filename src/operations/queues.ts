@@ -81,6 +81,19 @@ export interface QueueSummary {
 /** Longest retention accepted: ten years. */
 const MAX_RETENTION_MS = 10 * 365 * 86_400_000;
 
+/** The keys `lh.configureQueue` takes (docs/api.md lists each: test/interfaces/docs-options.test.ts). */
+export const CONFIGURE_QUEUE_KEYS = [
+  'owner',
+  'deadRetentionMs',
+  'succeededRetentionMs',
+  'paused',
+  'concurrencyLimitPerKey',
+  'agingIntervalMs',
+  'agingMaxBoost',
+  'rateLimit',
+  'concurrencyLimit',
+] as const;
+
 /** Validates and stores a queue's settings. */
 export async function configureQueue(
   db: Queryable,
@@ -90,21 +103,7 @@ export async function configureQueue(
 ): Promise<QueueSettings> {
   assertQueueName(queue);
   if (typeof config !== 'object' || config === null) throw new ValidationError('config', 'must be an object');
-  rejectUnknownOptions(
-    config,
-    [
-      'owner',
-      'deadRetentionMs',
-      'succeededRetentionMs',
-      'paused',
-      'concurrencyLimitPerKey',
-      'agingIntervalMs',
-      'agingMaxBoost',
-      'rateLimit',
-      'concurrencyLimit',
-    ],
-    'config',
-  );
+  rejectUnknownOptions(config, CONFIGURE_QUEUE_KEYS, 'config');
   const changes: QueueChanges = {};
   if (config.owner !== undefined) {
     changes.owner = config.owner === null ? null : assertText(config.owner, 'config.owner', 200);

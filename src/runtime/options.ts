@@ -183,7 +183,8 @@ export interface ResolvedWorkerOptions extends OutputLimits {
   slots: number | null;
 }
 
-const KNOWN_WORKER_KEYS = [
+/** Option names `lh.worker()` takes (docs/api.md lists each: test/interfaces/docs-options.test.ts). */
+export const KNOWN_WORKER_KEYS = [
   'owner',
   'queues',
   'tasks',

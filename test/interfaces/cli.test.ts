@@ -237,6 +237,7 @@ describe('worker modules', () => {
       workerModuleFrom({ emails: handler, thumbs: queue, options: { pollIntervalMs: 50 } }, 'm'),
     ).toEqual({
       queues: { emails: handler, thumbs: queue },
+      tasks: [],
       options: { pollIntervalMs: 50 },
     });
     expect(workerModuleFrom({ emails: handler, default: { listen: false } }, 'm').options).toEqual({

@@ -97,6 +97,7 @@ const OWN: string[] = [
   'dist/context-of.js',
   'dist/context.js',
   'dist/defaults.js',
+  'dist/enqueue-fields.js',
   'dist/errors.js',
   'dist/index.js',
   'dist/job-waiters.js',

@@ -195,6 +195,17 @@ describe('search finds jobs in every state by each filter', () => {
     await setPayloadSearch(db(), lh.schema, q, null);
     await expect(search({ queue: q, payload: 'Ada' })).rejects.toThrow(/opted in/);
   });
+
+  it("the client's setPayloadSearch opens and closes a queue's payloads, checking its arguments", async () => {
+    const q = 's-payload-client';
+    const { id } = await lh.enqueue(q, { customer: 'Grace Hopper' });
+    await lh.setPayloadSearch(q, 64);
+    expect(await ids({ queue: q, payload: 'grace' })).toEqual([id]);
+    await lh.setPayloadSearch(q, null);
+    await expect(search({ queue: q, payload: 'grace' })).rejects.toThrow(/opted in/);
+    await expect(lh.setPayloadSearch(q, 0)).rejects.toThrow(ValidationError);
+    await expect(lh.setPayloadSearch('bad name', 64)).rejects.toThrow(ValidationError);
+  });
 });
 
 describe('bulk actions by filter', () => {

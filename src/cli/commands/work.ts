@@ -47,15 +47,13 @@ export async function runWorkerOn(
   interrupt: Interrupt,
 ): Promise<void> {
   const schema = context.schema;
-  const worker = new Worker(context, { ...module.options, queues: module.queues, handleSignals: true });
+  const worker = new Worker(context, workerOptions(module, true));
   const migrated = await migrate(context.pool, schema);
   note(`schema ${schema} at version ${migrated.version}`);
   for (const notice of migrated.notices) note(notice);
   if (interrupt.received) return;
   await worker.start();
-  note(
-    `worker ${worker.owner} started on ${Object.keys(module.queues).join(', ')}; stop it with SIGTERM or Ctrl-C`,
-  );
+  note(`worker ${worker.owner} started on ${worker.queues.join(', ')}; stop it with SIGTERM or Ctrl-C`);
   const stopLogging = logWorkerActivity(worker);
   const shutdown = tallyHandedBack(worker);
   try {
@@ -68,34 +66,47 @@ export async function runWorkerOn(
   note(`stopped: ${formatCounters(worker.counters, shutdown.running(), shutdown.handedBack())}`);
 }
 
-/** `leasehold work <module>`: runs the handlers a module exports. */
+// The worker a module asks for: its queues by name and its tasks, with its worker options.
+function workerOptions(module: WorkerModule, handleSignals: boolean) {
+  return { ...module.options, queues: module.queues, tasks: module.tasks, handleSignals };
+}
+
+/** `leasehold work <module>`: runs the tasks and handlers a module exports. */
 export function workCommand(interrupt: Interrupt): Command {
   const command = new Command('work')
-    .description('run the queue handlers a JavaScript module exports, until SIGTERM or SIGINT')
-    .argument('<module>', 'path of an ES module (relative to the current folder) exporting handlers');
+    .description('run the tasks and queue handlers a JavaScript module exports, until SIGTERM or SIGINT')
+    .argument(
+      '<module>',
+      'path of an ES module (relative to the current folder) exporting tasks or handlers',
+    );
   addConnectionOptions(command);
   command.addHelpText(
     'after',
     `
-The module exports one handler per queue, or { handler, concurrency, leaseMs, ... }, and may
-export worker options (pollIntervalMs, shutdownTimeoutMs, ...) as default or as \`options\`:
+The module exports tasks made by defineTask (alone or in arrays; each runs on the queue of its
+name, as lh.worker({ tasks }) runs it), or one handler per queue (the export's name), or
+{ handler, concurrency, leaseMs, ... }, or both; it may export worker options (pollIntervalMs,
+shutdownTimeoutMs, ...) as default or as \`options\`:
 
-  // jobs.mjs
+  // tasks.mjs: typed tasks
+  import { defineTask } from 'leasehold';
+  export const welcome = defineTask('welcome', { handler: async (job) => greet(job.payload) });
+  export const all = [defineTask('resize', { handler: async (job) => resize(job.payload), concurrency: 4 })];
+
+  // jobs.mjs: plain handlers
   export const emails = async (job) => { await send(job.payload); };
   export const thumbnails = { handler: async (job) => resize(job.payload), concurrency: 4 };
   export const options = { pollIntervalMs: 500 };
 
-Example:
+Examples:
+  $ DATABASE_URL=postgres://app:secret@localhost:5432/app leasehold work ./tasks.mjs
   $ DATABASE_URL=postgres://app:secret@localhost:5432/app leasehold work ./jobs.mjs`,
   );
   command.action(async (path: string, flags: ConnectionFlags) => {
     const schema = flags.schema ?? 'leasehold';
     const module = await loadWorkerModule(path);
     // Validates every option (with suggestions for typos) before a database is involved.
-    await withOfflineContext(
-      schema,
-      (context) => new Worker(context, { ...module.options, queues: module.queues, handleSignals: false }),
-    );
+    await withOfflineContext(schema, (context) => new Worker(context, workerOptions(module, false)));
     await withDatabase(databaseUrlOf(chosenDatabase(flags)), interrupt, (connectionString) =>
       runWorker(module, connectionString, schema, interrupt),
     ).catch((err: unknown) => {
