@@ -225,16 +225,17 @@ export async function overview() {
   const paused = data.queues.filter((q) => q.paused).map((q) => q.queue);
   fill(
     skeleton.queues,
+    // A box of its own height: at fifty queues the chart below stays in view while the list scrolls.
     el(
       'div',
-      { class: 'scroll' },
+      { class: 'scroll queue-list' },
       el(
         'table',
         { id: 'queues' },
         el(
           'caption',
           { class: 'note' },
-          `${shown.length} of ${data.queues.length} queues. Gauges every 2 s from lh.stats(); the last hour per minute from the metrics rollup. A trend button charts its queue below; the name opens the queue's page.`,
+          "Gauges every 2 s from lh.stats(); the last hour per minute from the metrics rollup. A trend button charts its queue below; the name opens the queue's page.",
         ),
         el('thead', {}, el('tr', {}, queueHead(true))),
         el(
@@ -244,7 +245,11 @@ export async function overview() {
         ),
       ),
     ),
-    el('p', { class: 'note' }, `Paused queues: ${paused.length ? paused.join(', ') : 'none'}.`),
+    el(
+      'p',
+      { class: 'note', id: 'queue-count' },
+      `${shown.length} of ${data.queues.length} queues shown. Paused queues: ${paused.length ? paused.join(', ') : 'none'}.`,
+    ),
   );
   const series = chart.selected === null ? undefined : metrics.get(chart.selected);
   skeleton.chartTitle.textContent = chart.selected === null ? 'Chart' : `Chart: ${chart.selected}`;
