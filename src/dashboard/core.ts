@@ -4,7 +4,7 @@ import { ValidationError } from '../errors.js';
 import type { AnyTask } from '../runtime/task.js';
 import { dashboardApi } from './api.js';
 import type { DashboardRole } from './handler-options.js';
-import { readJson, sendError, sendHtml, sendJson } from './http.js';
+import { appendCookie, readJson, sendError, sendHtml, sendJson } from './http.js';
 import { dashboardPage } from './page.js';
 import { getRoute, postRoute, type RouteContext } from './routes.js';
 import {
@@ -144,10 +144,7 @@ export function dashboardCore(context: LeaseholdContext, options: DashboardCoreO
   function pageCsrf(req: IncomingMessage, res: ServerResponse): string {
     if (options.csrf === 'process') return processCsrf;
     const token = csrfCookieOf(req) ?? randomToken();
-    res.setHeader(
-      'Set-Cookie',
-      `${CSRF_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=${basePath || '/'}`,
-    );
+    appendCookie(res, `${CSRF_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=${basePath || '/'}`);
     return token;
   }
 

@@ -4,10 +4,18 @@ import { isLeaseholdError, ValidationError } from '../errors.js';
 /** Largest request body accepted, in bytes: a reason, a filter, or a payload enqueued from the form. */
 export const MAX_BODY = 65_536;
 
-/** Reads a JSON request body (at most `MAX_BODY` bytes); a non-object body reads as `{}`. */
+/**
+ * Reads a JSON request body (at most `MAX_BODY` bytes); a non-object body reads as `{}`. Mounted in
+ * an app whose body parser ran first (Express's `express.json()`), the stream is spent and the
+ * parsed body is on `req.body`: that is used instead.
+ */
 export async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
   if (!(req.headers['content-type'] ?? '').startsWith('application/json')) {
     throw new ValidationError('body', 'expected application/json');
+  }
+  const parsed = (req as { body?: unknown }).body;
+  if (req.readableEnded && typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
+    return parsed as Record<string, unknown>;
   }
   const chunks: Buffer[] = [];
   let size = 0;
@@ -59,4 +67,11 @@ export function sendError(res: ServerResponse, err: unknown): void {
     return;
   }
   sendJson(res, 500, { error: 'internal error' });
+}
+
+/** Adds a `Set-Cookie` header, keeping any the app (or an earlier step) already set on `res`. */
+export function appendCookie(res: ServerResponse, cookie: string): void {
+  const set = res.getHeader('Set-Cookie');
+  const list = set === undefined ? [] : Array.isArray(set) ? set : [String(set)];
+  res.setHeader('Set-Cookie', [...list, cookie]);
 }

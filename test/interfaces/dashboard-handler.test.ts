@@ -61,8 +61,15 @@ afterAll(async () => {
   }
 });
 
-/** Serves `handler` (with a `next` that answers 418 "app" when `withNext`) on a fresh port. */
-async function serve(options: Partial<DashboardHandlerOptions>, withNext = true): Promise<string> {
+/**
+ * Serves `handler` (with a `next` that answers 418 "app" when `withNext`) on a fresh port; with
+ * `appCookie` the app sets a cookie of its own on the response before the handler runs.
+ */
+async function serve(
+  options: Partial<DashboardHandlerOptions>,
+  withNext = true,
+  appCookie = false,
+): Promise<string> {
   const handler = dashboardHandler(lh, {
     basePath: '/ops/queue',
     authorize: () => 'admin',
@@ -70,6 +77,7 @@ async function serve(options: Partial<DashboardHandlerOptions>, withNext = true)
     ...options,
   });
   const server = createServer((req, res) => {
+    if (appCookie) res.setHeader('Set-Cookie', 'app_session=s1; Path=/; HttpOnly');
     void handler(
       req,
       res,
@@ -146,6 +154,20 @@ describe('dashboardHandler', () => {
     });
     expect(cancel.status).toBe(403);
     expect((await lh.getJob(id))?.status).toBe('pending');
+  });
+
+  it("sets its CSRF cookie beside the app's own cookies, scoped to its base path", async () => {
+    const url = await serve({}, true, true);
+    const page = await send(url, '/ops/queue/search');
+    expect(page.status).toBe(200);
+    const token = /data-csrf="([^"]+)"/.exec(page.body)?.[1];
+    expect(page.headers['set-cookie']).toEqual([
+      'app_session=s1; Path=/; HttpOnly',
+      `leasehold_csrf=${token}; HttpOnly; SameSite=Strict; Path=/ops/queue`,
+    ]);
+    // A page opened with the cookie keeps its token (another process of the app serves the same one).
+    const again = await send(url, '/ops/queue/', { headers: { Cookie: `leasehold_csrf=${token}` } });
+    expect(/data-csrf="([^"]+)"/.exec(again.body)?.[1]).toBe(token);
   });
 
   it('keeps the Host and Origin checks: allowedHosts refuses another name (421), a foreign Origin is 403', async () => {

@@ -214,12 +214,15 @@ describe.each([
         { action: 'pause', actor: 'staff:ada' },
         { action: 'resume', actor: 'staff:ada' },
       ]);
+      // The reason typed reaches the history: the request's body is read whatever parsed it first.
       await openView(page, `${app.url}${BASE}/jobs/${id}`);
+      await page.locator('#reason').fill('duplicate order');
       await page.locator('button.cancel').click();
       await expect.poll(() => page.locator('[data-field=status]').textContent()).toBe('cancelled');
       expect((await lh.getJob(id, { history: true }))?.history.at(-1)).toMatchObject({
         kind: 'cancelled',
         actor: 'staff:ada',
+        reason: 'duplicate order',
       });
       // The CSRF and Origin checks stay on for an admin: without the page's token, or from another
       // site with it, nothing changes; the same request from the page's own origin acts.

@@ -46,9 +46,13 @@ function closing(server: Server): () => Promise<void> {
     });
 }
 
-/** Express: the dashboard mounted with app.use under BASE, behind the app's login middleware. */
+/**
+ * Express: the dashboard mounted with app.use under BASE, behind the app's login middleware, with
+ * the app's JSON body parser running first (as in many apps): the dashboard reads req.body then.
+ */
 export async function expressApp(dashboard: DashboardRequestHandler): Promise<MountedApp> {
   const app = express();
+  app.use(express.json());
   app.get('/login', (req, res) => {
     res.setHeader('Set-Cookie', loginCookie(String(req.query.as)));
     res.send('logged in');
