@@ -106,7 +106,9 @@ function checkHandlerOptions(options: DashboardHandlerOptions): void {
   if (readOnly !== undefined && typeof readOnly !== 'boolean') {
     throw new ValidationError('readOnly', 'must be true or false');
   }
-  if (tasks !== undefined && !Array.isArray(tasks)) throw new ValidationError('tasks', 'must be an array');
+  if (tasks !== undefined && (!Array.isArray(tasks) || tasks.some((t) => typeof t?.name !== 'string'))) {
+    throw new ValidationError('tasks', 'must list tasks made by defineTask');
+  }
   if (actor !== undefined && typeof actor !== 'string' && typeof actor !== 'function') {
     throw new ValidationError('actor', 'must be a name or a function of the request');
   }

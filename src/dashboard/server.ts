@@ -66,8 +66,9 @@ export interface Dashboard {
 }
 
 /**
- * Serves the web dashboard over `lh`'s public API on a server of its own: `dashboardHandler` at the
- * root, with the token as its `authorize` (the operator's token acts, the viewer token reads).
+ * Serves the web dashboard over `lh`'s public API on a server of its own: the request handler
+ * `dashboardHandler` mounts in apps, at the root, with the token deciding the role (the operator's
+ * token acts, the viewer token reads; no token on loopback acts).
  * Queues at a glance with health charts (a per-minute rollup it maintains while running), search
  * over every job, bulk replay, cancel and remove by filter, a job's timeline, pause and resume,
  * enqueue (validated by a task's schema). Binds to loopback unless given a token. Takes a client,

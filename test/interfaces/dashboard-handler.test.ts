@@ -113,6 +113,7 @@ describe('dashboardHandler', () => {
       [{ basePath: '/admin', authorize, readonly: true }, /readOnly/],
       [{ basePath: '/admin', authorize, rollupIntervalMs: -1 }, /rollupIntervalMs/],
       [{ basePath: '/admin', authorize, allowedHosts: [''] }, /allowedHosts/],
+      [{ basePath: '/admin', authorize, tasks: [{}] }, /tasks/],
     ];
     for (const [options, message] of bad) {
       expect(() => dashboardHandler(lh, options as DashboardHandlerOptions)).toThrow(message);
