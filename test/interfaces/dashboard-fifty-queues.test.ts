@@ -129,7 +129,11 @@ describe('the overview at fifty queues', () => {
       .poll(drawn)
       .toEqual({ queue: backlog, completed: await completedInHour(backlog), oldestMax: 240 });
     expect(await page.locator('main canvas').count()).toBe(1);
-    expect(await page.locator(`tr[data-queue="${backlog}"]`).getAttribute('aria-selected')).toBe('true');
+    expect(await page.locator(`tr[data-queue="${backlog}"]`).getAttribute('data-selected')).toBe('true');
+    expect(await page.getByRole('button', { name: `Chart ${backlog}` }).getAttribute('aria-pressed')).toBe(
+      'true',
+    );
+    expect(await page.locator('#queues button.trend[aria-pressed="true"]').count()).toBe(1);
     await page.screenshot({ path: `${shotsDir}/dashboard-fifty-queues.png`, fullPage: true });
     // The name filter narrows the table and survives the page's 2 s refresh.
     await page.getByLabel('Filter queues').fill('ledger-');

@@ -344,7 +344,7 @@ describe('dashboard operations in a real browser', () => {
         .toBe('7');
       expect(await row.locator('svg[data-spark="oldest"]').count()).toBe(1);
       await overview.page.getByRole('button', { name: `Chart ${q}` }).click();
-      await expect.poll(() => row.getAttribute('aria-selected')).toBe('true');
+      await expect.poll(() => row.getAttribute('data-selected')).toBe('true');
       const selected = () =>
         overview.page.evaluate(() => {
           const s = (

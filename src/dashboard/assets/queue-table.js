@@ -64,7 +64,8 @@ export function queueRow(q, series, chart) {
     {
       'data-queue': q.queue,
       class: q.paused ? 'paused' : q.unattended ? 'unattended' : '',
-      'aria-selected': chart ? String(selected) : undefined,
+      // The state rides on the row's trend button (aria-pressed); the row only shows it.
+      'data-selected': chart ? String(selected) : undefined,
     },
     el('th', { scope: 'row' }, el('a', { href: `/queues/${encodeURIComponent(q.queue)}` }, q.queue)),
     el('td', { class: 'num', 'data-field': 'pending' }, q.pending + (q.capped ? '+' : '')),
