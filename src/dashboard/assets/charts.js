@@ -46,11 +46,17 @@ function widthOf(box, max) {
 // The last hour of every queue, fetched at most every 10 s (the overview polls every 2 s).
 let hour = { at: 0, byQueue: new Map() };
 
-/** Every queue's last hour (queue name to its series), refreshed at most every 10 s. */
+/**
+ * Every queue's last hour (queue name to its series), refreshed at most every 10 s. A failed read
+ * keeps the last one (the gauges must not wait on the history), and is tried again in 10 s.
+ */
 export async function hourMetrics() {
   if (Date.now() - hour.at >= REFRESH_MS) {
-    const data = await getJson('/api/metrics?range=hour');
-    hour = { at: Date.now(), byQueue: new Map(data.queues.map((q) => [q.queue, q])) };
+    hour.at = Date.now();
+    try {
+      const data = await getJson('/api/metrics?range=hour');
+      hour = { at: hour.at, byQueue: new Map(data.queues.map((q) => [q.queue, q])) };
+    } catch {}
   }
   return hour.byQueue;
 }
