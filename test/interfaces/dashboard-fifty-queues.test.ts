@@ -135,6 +135,25 @@ describe('the overview at fifty queues', () => {
     );
     expect(await page.locator('#queues button.trend[aria-pressed="true"]').count()).toBe(1);
     await page.screenshot({ path: `${shotsDir}/dashboard-fifty-queues.png`, fullPage: true });
+    // The 2 s refresh keeps the list's scroll position and a keyboard user's focus.
+    const list = page.locator('.queue-list');
+    await page.getByRole('button', { name: 'Chart webhooks-retry' }).focus();
+    const scrolled = await list.evaluate((box) => (box as unknown as { scrollTop: number }).scrollTop);
+    expect(scrolled).toBeGreaterThan(0);
+    const shown = Number(await page.locator('body').getAttribute('data-ready'));
+    await expect
+      .poll(async () => Number(await page.locator('body').getAttribute('data-ready')), { timeout: 10_000 })
+      .toBeGreaterThan(shown);
+    expect(await list.evaluate((box) => (box as unknown as { scrollTop: number }).scrollTop)).toBe(scrolled);
+    expect(
+      await page.evaluate(() =>
+        (
+          globalThis as unknown as {
+            document: { activeElement: { getAttribute(n: string): string | null } | null };
+          }
+        ).document.activeElement?.getAttribute('aria-label'),
+      ),
+    ).toBe('Chart webhooks-retry');
     // The name filter narrows the table and survives the page's 2 s refresh.
     await page.getByLabel('Filter queues').fill('ledger-');
     await expect.poll(() => rows.count()).toBe(KINDS.length);

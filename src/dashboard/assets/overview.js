@@ -195,17 +195,43 @@ function filterControl() {
   return control;
 }
 
+// The queue table's frame, built once: the list keeps its scroll position across the 2 s refresh
+// (a fresh box each time jumped back to the top), and only the rows and the count are replaced.
+function queueList() {
+  const body = el('tbody', {});
+  const count = el('p', { class: 'note', id: 'queue-count' });
+  const box = el(
+    'div',
+    // A box of its own height: at fifty queues the chart below stays in view while the list scrolls.
+    { class: 'scroll queue-list' },
+    el(
+      'table',
+      { id: 'queues' },
+      el(
+        'caption',
+        { class: 'note' },
+        "Gauges every 2 s from lh.stats(); the last hour per minute from the metrics rollup. A trend button charts its queue below; the name opens the queue's page.",
+      ),
+      el('thead', {}, el('tr', {}, queueHead(true))),
+      body,
+    ),
+  );
+  return { body, count, box };
+}
+
 export async function overview() {
   const [data, metrics] = await Promise.all([getJson('/api/overview'), hourMetrics()]);
   if (!skeleton) {
     skeleton = {
       filter: filterControl(),
+      list: queueList(),
       queues: el('section', { id: 'queues-section', 'aria-labelledby': 'h-queues' }),
       chart: el('section', { id: 'selected-chart', 'aria-labelledby': 'h-chart' }),
       blocked: el('section', { id: 'blocked-section', 'aria-labelledby': 'h-blocked' }),
       schedules: el('section', { id: 'schedules-section', 'aria-labelledby': 'h-schedules' }),
       actions: el('section', { id: 'actions-section', 'aria-labelledby': 'h-actions' }),
     };
+    fill(skeleton.queues, skeleton.list.box, skeleton.list.count);
     skeleton.chartBox = el('div', { class: 'chart', id: 'selected-chart-box' });
     skeleton.chartTitle = el('h2', { id: 'h-chart' }, 'Chart');
     fill(skeleton.chart, skeleton.chartTitle, skeleton.chartBox);
@@ -223,34 +249,16 @@ export async function overview() {
   if (!data.queues.some((q) => q.queue === chart.selected)) chart.selected = data.queues[0]?.queue ?? null;
   const shown = filter ? data.queues.filter((q) => q.queue.includes(filter)) : data.queues;
   const paused = data.queues.filter((q) => q.paused).map((q) => q.queue);
+  // A button focused in the list (a keyboard user's place) is focused again in the fresh rows.
+  const focused = skeleton.list.body.contains(document.activeElement)
+    ? document.activeElement.getAttribute('aria-label')
+    : null;
   fill(
-    skeleton.queues,
-    // A box of its own height: at fifty queues the chart below stays in view while the list scrolls.
-    el(
-      'div',
-      { class: 'scroll queue-list' },
-      el(
-        'table',
-        { id: 'queues' },
-        el(
-          'caption',
-          { class: 'note' },
-          "Gauges every 2 s from lh.stats(); the last hour per minute from the metrics rollup. A trend button charts its queue below; the name opens the queue's page.",
-        ),
-        el('thead', {}, el('tr', {}, queueHead(true))),
-        el(
-          'tbody',
-          {},
-          shown.map((q) => queueRow(q, metrics.get(q.queue), chart)),
-        ),
-      ),
-    ),
-    el(
-      'p',
-      { class: 'note', id: 'queue-count' },
-      `${shown.length} of ${data.queues.length} queues shown. Paused queues: ${paused.length ? paused.join(', ') : 'none'}.`,
-    ),
+    skeleton.list.body,
+    shown.map((q) => queueRow(q, metrics.get(q.queue), chart)),
   );
+  if (focused) skeleton.list.body.querySelector(`[aria-label="${CSS.escape(focused)}"]`)?.focus();
+  skeleton.list.count.textContent = `${shown.length} of ${data.queues.length} queues shown. Paused queues: ${paused.length ? paused.join(', ') : 'none'}.`;
   const series = chart.selected === null ? undefined : metrics.get(chart.selected);
   skeleton.chartTitle.textContent = chart.selected === null ? 'Chart' : `Chart: ${chart.selected}`;
   skeleton.chart.dataset.queue = chart.selected ?? '';
