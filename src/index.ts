@@ -16,6 +16,11 @@ export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './confi
 export { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS } from './connection/leasehold-pool.js';
 export type { HostAddress, TargetSessionAttrs } from './connection/settings.js';
 export type { OutstandingStatement } from './connection/statement-watch.js';
+export type {
+  DashboardHandlerOptions,
+  DashboardRequestHandler,
+  DashboardRole,
+} from './dashboard/handler-options.js';
 export type { Dashboard, DashboardOptions } from './dashboard/server.js';
 export { DEFAULT_STATS_OPTIONS } from './defaults.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
@@ -57,7 +62,7 @@ export { DEFAULT_SCHEDULE_INTERVAL_MS, DEFAULT_SCHEDULE_LATE_AFTER_MS } from './
 export type { MigrateResult } from './migrations/migrator.js';
 export type { Logger, LogMethod } from './observability/logger.js';
 export { logWorkerEvents } from './observability/logger.js';
-export { startDashboard, startEmbeddedPostgres } from './on-demand.js';
+export { dashboardHandler, startDashboard, startEmbeddedPostgres } from './on-demand.js';
 export type { CancelOptions, CancelResult } from './operations/cancel.js';
 export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
 export { MAX_FLOW_BYTES, MAX_FLOW_EDGES, MAX_FLOW_NODES } from './operations/flow-input.js';

@@ -8,6 +8,9 @@ export const CSRF_HEADER = 'x-leasehold-csrf';
 /** Cookie that carries the access token after the first `?token=` visit. */
 export const TOKEN_COOKIE = 'leasehold_dashboard_token';
 
+/** Cookie that carries a mounted dashboard's CSRF token (the page echoes it in `CSRF_HEADER`). */
+export const CSRF_COOKIE = 'leasehold_csrf';
+
 /** Host names that only this machine can reach: the dashboard may run on them without a token. */
 export function isLoopback(host: string): boolean {
   return host === '127.0.0.1' || host === '::1' || host === 'localhost' || /^127\.\d+\.\d+\.\d+$/.test(host);
@@ -30,12 +33,24 @@ export function sameSecret(given: string | undefined | null, expected: string): 
 export function presentedToken(req: IncomingMessage, url: URL): string | null {
   const auth = req.headers.authorization;
   if (auth?.startsWith('Bearer ')) return auth.slice(7);
-  const cookie = req.headers.cookie
+  const cookie = cookieOf(req, TOKEN_COOKIE);
+  if (cookie !== undefined) return decodedCookie(cookie);
+  return url.searchParams.get('token');
+}
+
+/** The CSRF cookie's token when it has the shape `randomToken` makes, else null. */
+export function csrfCookieOf(req: IncomingMessage): string | null {
+  const value = cookieOf(req, CSRF_COOKIE);
+  return value !== undefined && /^[A-Za-z0-9_-]{32}$/.test(value) ? value : null;
+}
+
+// The raw value of the first cookie called `name`, undefined without one.
+function cookieOf(req: IncomingMessage, name: string): string | undefined {
+  return req.headers.cookie
     ?.split(';')
     .map((part) => part.trim())
-    .find((part) => part.startsWith(`${TOKEN_COOKIE}=`));
-  if (cookie) return decodedCookie(cookie.slice(TOKEN_COOKIE.length + 1));
-  return url.searchParams.get('token');
+    .find((part) => part.startsWith(`${name}=`))
+    ?.slice(name.length + 1);
 }
 
 // A malformed percent-escape (`%E0%A4%A`) makes decodeURIComponent throw: such a cookie is no token.

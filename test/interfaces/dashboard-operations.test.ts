@@ -333,7 +333,32 @@ describe('dashboard operations in a real browser', () => {
     // A dashboard started now rolls the last hour up at once.
     const fresh = await startDashboard(lh, { port: 0 });
     try {
-      const { page, problems } = await open('/', {}, fresh.url);
+      // The overview: the queue's row holds its last hour as sparklines, and selecting it draws
+      // its completions and oldest claimable age in the one chart.
+      const overview = await open('/', {}, fresh.url);
+      const row = overview.page.locator(`tr[data-queue="${q}"]`);
+      await expect
+        .poll(() => row.locator('svg[data-spark="throughput"]').getAttribute('data-total'), {
+          timeout: 15_000,
+        })
+        .toBe('7');
+      expect(await row.locator('svg[data-spark="oldest"]').count()).toBe(1);
+      await overview.page.getByRole('button', { name: `Chart ${q}` }).click();
+      await expect.poll(() => row.getAttribute('data-selected')).toBe('true');
+      const selected = () =>
+        overview.page.evaluate(() => {
+          const s = (
+            globalThis as unknown as {
+              leaseholdSelectedChart?: { queue: string; chart: { data: number[][] } };
+            }
+          ).leaseholdSelectedChart;
+          return s ? { queue: s.queue, completed: s.chart.data[1]!.reduce((a, v) => a + (v ?? 0), 0) } : null;
+        });
+      await expect.poll(selected).toEqual({ queue: q, completed: 7 });
+      expect(overview.problems).toEqual([]);
+      await overview.page.close();
+      // The queue's own page: its four charts.
+      const { page, problems } = await open(`/queues/${q}`, {}, fresh.url);
       const sums = () =>
         page.evaluate((queue) => {
           const charts = (
@@ -357,7 +382,7 @@ describe('dashboard operations in a real browser', () => {
         'UPSTREAM_SLOW 2',
       );
       expect(await page.locator(`[data-chart-queue="${q}"] canvas`).count()).toBe(4);
-      await page.screenshot({ path: `${shotsDir}/dashboard-overview.png`, fullPage: true });
+      await page.screenshot({ path: `${shotsDir}/dashboard-queue.png`, fullPage: true });
       expect(problems).toEqual([]);
       await page.close();
     } finally {

@@ -48,6 +48,7 @@ describe('README examples', () => {
       'transactional-complete',
       'schedules',
       'worker-options',
+      'dashboard-handler',
       'rate-limits',
       'dedupe-modes',
       'flows',
@@ -80,6 +81,8 @@ describe('README examples', () => {
         /throttle: true false true\ndebounce: 1 job, rev 3\nreplace: true stale complete: false\nsurvivor: enqueued deduplicated\nbatch: true \[ false, false \] 5\n/,
       'results-and-waiting':
         /result: https:\/\/cdn\.example\.com\/cat-256\.png\nkept: 12345\nJOB_DEAD NOT_FOUND\nWAIT_TIMEOUT\nAbortError\n/,
+      'dashboard-handler':
+        /anonymous: 401 log in first\ncustomer: 403\nviewer: 200\noutside: 404 the app has no such page\n/,
       flows:
         /fetched (users|orders)\nfetched (users|orders)\nmerging users:succeeded orders:succeeded\nusers=succeeded orders=succeeded merge=succeeded/,
     };

@@ -1,8 +1,9 @@
-// Health over time, per queue, drawn with uPlot (served from this server: /assets/uPlot.iife.min.js).
-// The series come from /api/metrics (the per-minute rollup); they refresh every 10 s without a
-// reload. Each chart's data stays on the uPlot instance, listed in window.leaseholdCharts for tests
-// and for anyone curious in the console.
-import { el } from './dom.js';
+// Health over time, drawn with uPlot (served by the dashboard itself: assets/uPlot.iife.min.js).
+// The series come from /api/metrics (the per-minute rollup) and refresh every 10 s without a
+// reload. The overview draws one chart, for the queue selected in its table; a queue's own page
+// draws its four. Each chart's data stays on the uPlot instance, listed in window.leaseholdCharts
+// (per queue and chart) and window.leaseholdSelectedChart for tests and the curious.
+import { el, getJson } from './dom.js';
 
 const CHARTS = [
   { key: 'throughput', title: 'Completed / min', series: [['completed', 'completed']] },
@@ -27,16 +28,75 @@ const CHARTS = [
   },
 ];
 const COLOURS = ['#2a7de1', '#d9480f', '#2b8a3e', '#9c36b5'];
+const AXIS = { stroke: 'currentColor', grid: { stroke: 'rgba(128,128,128,.2)' } };
+const REFRESH_MS = 10_000;
 
-let range = 'hour';
-let lastFetch = 0;
 const charts = {};
 window.leaseholdCharts = charts;
-let container = null;
 
 function seriesOf(q, name) {
   if (name === 'oldestClaimableS') return q.oldestClaimableMs.map((v) => (v === null ? null : v / 1000));
   return q[name];
+}
+
+function widthOf(box, max) {
+  return Math.max(220, Math.min(max, (box.clientWidth || max) - 16));
+}
+
+// The last hour of every queue, fetched at most every 10 s (the overview polls every 2 s).
+let hour = { at: 0, byQueue: new Map() };
+
+/**
+ * Every queue's last hour (queue name to its series), refreshed at most every 10 s. A failed read
+ * keeps the last one (the gauges must not wait on the history), and is tried again in 10 s.
+ */
+export async function hourMetrics() {
+  if (Date.now() - hour.at >= REFRESH_MS) {
+    hour.at = Date.now();
+    try {
+      const data = await getJson('/api/metrics?range=hour');
+      hour = { at: hour.at, byQueue: new Map(data.queues.map((q) => [q.queue, q])) };
+    } catch {}
+  }
+  return hour.byQueue;
+}
+
+let selected = null;
+
+/** Draws (or refreshes) the overview's one chart: `series`' completions and oldest claimable age. */
+export function selectedChart(box, series) {
+  if (!window.uPlot) return;
+  const data = [series.minutes.map((m) => m / 1000), series.completed, seriesOf(series, 'oldestClaimableS')];
+  const width = widthOf(box, 1100);
+  if (selected && selected.queue === series.queue && box.contains(selected.chart.root)) {
+    selected.chart.setData(data);
+    if (Math.abs(selected.chart.width - width) > 4) selected.chart.setSize({ width, height: 180 });
+    return;
+  }
+  selected?.chart.destroy();
+  box.replaceChildren();
+  const chart = new window.uPlot(
+    {
+      width,
+      height: 180,
+      title: `${series.queue}: completed / min and oldest claimable (s), last hour`,
+      scales: { x: { time: true }, n: {}, s: {} },
+      axes: [
+        AXIS,
+        { ...AXIS, scale: 'n', size: 40 },
+        { ...AXIS, scale: 's', side: 1, size: 50, grid: { show: false } },
+      ],
+      series: [
+        {},
+        { label: 'completed / min', scale: 'n', stroke: COLOURS[0], width: 2, spanGaps: false },
+        { label: 'oldest claimable (s)', scale: 's', stroke: COLOURS[1], width: 2, spanGaps: false },
+      ],
+    },
+    data,
+    box,
+  );
+  selected = { queue: series.queue, chart };
+  window.leaseholdSelectedChart = selected;
 }
 
 function draw(box, q, chart, width) {
@@ -44,19 +104,16 @@ function draw(box, q, chart, width) {
   const existing = charts[q.queue]?.[chart.key];
   if (existing) {
     existing.setData(data);
-    if (Math.abs(existing.width - width) > 4) existing.setSize({ width, height: 120 });
+    if (Math.abs(existing.width - width) > 4) existing.setSize({ width, height: 140 });
     return;
   }
   const u = new window.uPlot(
     {
       width,
-      height: 120,
+      height: 140,
       title: chart.title,
       scales: { x: { time: true } },
-      axes: [
-        { stroke: 'currentColor', grid: { stroke: 'rgba(128,128,128,.2)' } },
-        { stroke: 'currentColor', grid: { stroke: 'rgba(128,128,128,.2)' }, size: 40 },
-      ],
+      axes: [AXIS, { ...AXIS, size: 40 }],
       series: [
         {},
         ...chart.series.map(([, label], i) => ({ label, stroke: COLOURS[i], width: 2, spanGaps: false })),
@@ -68,6 +125,10 @@ function draw(box, q, chart, width) {
   charts[q.queue] = charts[q.queue] || {};
   charts[q.queue][chart.key] = u;
 }
+
+let range = 'hour';
+let lastFetch = 0;
+let container = null;
 
 function rangeControl() {
   return el(
@@ -93,13 +154,11 @@ function rangeControl() {
   );
 }
 
-/** Draws (or refreshes) every queue's charts into `section`. */
-export async function healthCharts(section) {
-  if (!window.uPlot || Date.now() - lastFetch < 10_000) return;
+/** Draws (or refreshes) one queue's four health charts into `section` (the queue's own page). */
+export async function queueCharts(section, queue) {
+  if (!window.uPlot || Date.now() - lastFetch < REFRESH_MS) return;
   lastFetch = Date.now();
-  const res = await fetch(`/api/metrics?range=${range}`, { credentials: 'same-origin' });
-  if (!res.ok) return;
-  const data = await res.json();
+  const data = await getJson(`/api/metrics?range=${range}&queue=${encodeURIComponent(queue)}`);
   if (!container) {
     container = el('div', { id: 'charts' });
     section.replaceChildren(
@@ -113,24 +172,25 @@ export async function healthCharts(section) {
       container,
     );
   }
-  const width = Math.max(260, Math.min(520, section.clientWidth - 24));
-  for (const q of data.queues) {
-    let card = container.querySelector(`[data-chart-queue="${CSS.escape(q.queue)}"]`);
-    if (!card) {
-      card = el(
-        'article',
-        { class: 'card', 'data-chart-queue': q.queue },
-        el('h3', {}, q.queue),
-        ...CHARTS.map((c) => el('div', { class: 'chart', 'data-chart': c.key })),
-        el('p', { class: 'note codes' }),
-      );
-      container.append(card);
-    }
-    const cardWidth = Math.max(220, Math.min(width, card.clientWidth - 16));
-    for (const chart of CHARTS) draw(card.querySelector(`[data-chart="${chart.key}"]`), q, chart, cardWidth);
-    const codes = Object.entries(q.retriesByCode).sort((a, b) => b[1] - a[1]);
-    card.querySelector('.codes').textContent =
-      `Retries by error code: ${codes.length ? codes.map(([c, n]) => `${c} ${n}`).join(', ') : 'none'}`;
+  const q = data.queues.find((s) => s.queue === queue);
+  if (!q) {
+    container.replaceChildren(el('p', { class: 'note', id: 'charts-none' }, 'no samples for this queue yet'));
+    return;
   }
+  let card = container.querySelector(`[data-chart-queue="${CSS.escape(q.queue)}"]`);
+  if (!card) {
+    card = el(
+      'article',
+      { class: 'card', 'data-chart-queue': q.queue },
+      ...CHARTS.map((c) => el('div', { class: 'chart', 'data-chart': c.key })),
+      el('p', { class: 'note codes' }),
+    );
+    container.replaceChildren(card);
+  }
+  const width = widthOf(section, 560);
+  for (const chart of CHARTS) draw(card.querySelector(`[data-chart="${chart.key}"]`), q, chart, width);
+  const codes = Object.entries(q.retriesByCode).sort((a, b) => b[1] - a[1]);
+  card.querySelector('.codes').textContent =
+    `Retries by error code: ${codes.length ? codes.map(([c, n]) => `${c} ${n}`).join(', ') : 'none'}`;
   section.dataset.drawn = String(Number(section.dataset.drawn || 0) + 1);
 }

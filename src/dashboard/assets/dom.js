@@ -5,9 +5,16 @@ export const main = document.getElementById('main');
 export const statusLine = document.getElementById('status');
 export const csrf = document.body.dataset.csrf;
 const csrfHeader = document.body.dataset.csrfHeader;
-/** 'operator' or 'viewer' (read-only: every action is refused by the server too). */
+/** 'admin' or 'viewer' (read-only: every action is refused by the server too). */
 export const role = document.body.dataset.role;
 export const readOnly = role === 'viewer';
+/** Where the dashboard is mounted ('' at the root, '/admin/jobs' inside an app). */
+export const base = document.body.dataset.base || '';
+
+/** A dashboard path ('/search', '/api/overview') as the browser must ask for it: under the base path. */
+export function at(path) {
+  return path.startsWith('/') && !path.startsWith('//') ? base + path : path;
+}
 
 /** Creates an element: attributes (onclick/onsubmit/oninput become listeners), then children. */
 export function el(tag, attrs, ...children) {
@@ -15,6 +22,8 @@ export function el(tag, attrs, ...children) {
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === undefined || value === null || value === false) continue;
     if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    // Every link and form of the page names a dashboard path: it is served under the base path.
+    else if (key === 'href' || key === 'action') node.setAttribute(key, at(String(value)));
     else node.setAttribute(key, value === true ? '' : value);
   }
   for (const child of children.flat()) {
@@ -38,14 +47,14 @@ export function time(value) {
 }
 
 export async function getJson(path) {
-  const res = await fetch(path, { credentials: 'same-origin' });
+  const res = await fetch(at(path), { credentials: 'same-origin' });
   if (!res.ok) throw new Error((await res.json()).error || res.statusText);
   return res.json();
 }
 
 /** POSTs JSON with the page's CSRF token; resolves { ok, status, body }. */
 export async function postJson(path, value) {
-  const res = await fetch(path, {
+  const res = await fetch(at(path), {
     method: 'POST',
     credentials: 'same-origin',
     headers: { 'Content-Type': 'application/json', [csrfHeader]: csrf },

@@ -1,62 +1,20 @@
-// The overview: every queue's gauges (polled every 2 s) with its throttled time, pause and resume,
-// blocked ordering keys, cron schedules (pause and resume), the latest operator actions, and the
-// health charts (charts.js) below.
-import { healthCharts } from './charts.js';
-import { age, el, fill, getJson, main, postJson, readOnly, say, time } from './dom.js';
+// The overview: one table of every queue's gauges (polled every 2 s) with its throttled time, pause
+// and resume and a sparkline each of its last hour (completions, oldest claimable age); one chart
+// of the queue selected in the table; blocked ordering keys, cron schedules (pause and resume) and
+// the latest operator actions. A queue's detailed charts are on its own page (queue.js).
+import { hourMetrics, selectedChart } from './charts.js';
+import { age, el, field, fill, getJson, main, postJson, readOnly, say, time } from './dom.js';
+import { queueHead, queueRow } from './queue-table.js';
 
 let skeleton = null;
-
-async function setPaused(queue, paused) {
-  const res = await postJson(`/api/queues/${encodeURIComponent(queue)}/${paused ? 'pause' : 'resume'}`);
-  say(res.ok ? (paused ? 'paused ' : 'resumed ') + queue : `failed: ${res.body.error}`);
-  window.dispatchEvent(new Event('leasehold:render'));
-}
+// The queue drawn in the chart (null: the first listed) and the name filter typed above the table.
+const chart = { selected: null, select: null };
+let filter = '';
 
 async function setSchedulePaused(name, paused) {
   const res = await postJson(`/api/schedules/${encodeURIComponent(name)}/${paused ? 'pause' : 'resume'}`);
   say(res.ok ? `${paused ? 'paused' : 'resumed'} schedule ${name}` : `failed: ${res.body.error}`);
   window.dispatchEvent(new Event('leasehold:render'));
-}
-
-// A limited queue's throttled time and claims (lh.configureQueue's rateLimit, concurrencyLimit);
-// empty for a queue without limits.
-function throttled(t) {
-  if (!t) return '';
-  const now = t.throttledForMs > 0 ? 'now, ' : '';
-  return `${now}${(t.throttledMs / 1000).toFixed(1)} s in ${t.throttledClaims} claims`;
-}
-
-function queueRow(q) {
-  const toggle = el(
-    'button',
-    {
-      class: q.paused ? 'resume' : 'pause',
-      type: 'button',
-      disabled: readOnly,
-      title: readOnly ? 'read-only access' : undefined,
-      'aria-label': (q.paused ? 'Resume ' : 'Pause ') + q.queue,
-      onclick: () => setPaused(q.queue, !q.paused),
-    },
-    q.paused ? 'Resume' : 'Pause',
-  );
-  return el(
-    'tr',
-    { 'data-queue': q.queue, class: q.paused ? 'paused' : q.unattended ? 'unattended' : '' },
-    el('th', { scope: 'row' }, el('a', { href: `/search?queue=${encodeURIComponent(q.queue)}` }, q.queue)),
-    el('td', { class: 'num', 'data-field': 'pending' }, q.pending + (q.capped ? '+' : '')),
-    el('td', { class: 'num', 'data-field': 'running' }, q.running),
-    el('td', { class: `num${q.dead > 0 ? ' bad' : ''}`, 'data-field': 'dead' }, q.dead),
-    el('td', { class: 'num', 'data-field': 'oldest' }, age(q.oldestClaimableAgeMs)),
-    el('td', { class: 'num', 'data-field': 'expiring' }, q.leasesExpiringSoon),
-    el('td', { class: 'num', 'data-field': 'completed' }, q.completedInWindow),
-    el('td', { class: 'num', 'data-field': 'throttled' }, throttled(q.throttle)),
-    el(
-      'td',
-      { 'data-field': 'state', class: q.unattended ? 'bad' : '' },
-      q.paused ? 'paused' : q.unattended ? 'no worker: work waits, none running' : '',
-    ),
-    el('td', {}, toggle),
-  );
 }
 
 function blockedTable(keys) {
@@ -212,54 +170,100 @@ function actionsTable(actions) {
   );
 }
 
+function selectQueue(queue) {
+  chart.selected = queue;
+  window.dispatchEvent(new Event('leasehold:render'));
+}
+chart.select = selectQueue;
+
+// Above the table: a name filter that survives the 2 s re-render (it is built once).
+function filterControl() {
+  const control = field(
+    'Filter queues',
+    el('input', {
+      type: 'search',
+      name: 'queue-filter',
+      size: 24,
+      autocomplete: 'off',
+      oninput: (e) => {
+        filter = e.target.value.trim();
+        window.dispatchEvent(new Event('leasehold:render'));
+      },
+    }),
+  );
+  control.classList.add('inline');
+  return control;
+}
+
+// The queue table's frame, built once: the list keeps its scroll position across the 2 s refresh
+// (a fresh box each time jumped back to the top), and only the rows and the count are replaced.
+function queueList() {
+  const body = el('tbody', {});
+  const count = el('p', { class: 'note', id: 'queue-count' });
+  const box = el(
+    'div',
+    // A box of its own height: at fifty queues the chart below stays in view while the list scrolls.
+    { class: 'scroll queue-list' },
+    el(
+      'table',
+      { id: 'queues' },
+      el(
+        'caption',
+        { class: 'note' },
+        "Gauges every 2 s from lh.stats(); the last hour per minute from the metrics rollup. A trend button charts its queue below; the name opens the queue's page.",
+      ),
+      el('thead', {}, el('tr', {}, queueHead(true))),
+      body,
+    ),
+  );
+  return { body, count, box };
+}
+
 export async function overview() {
-  const data = await getJson('/api/overview');
+  const [data, metrics] = await Promise.all([getJson('/api/overview'), hourMetrics()]);
   if (!skeleton) {
     skeleton = {
+      filter: filterControl(),
+      list: queueList(),
       queues: el('section', { id: 'queues-section', 'aria-labelledby': 'h-queues' }),
+      chart: el('section', { id: 'selected-chart', 'aria-labelledby': 'h-chart' }),
       blocked: el('section', { id: 'blocked-section', 'aria-labelledby': 'h-blocked' }),
       schedules: el('section', { id: 'schedules-section', 'aria-labelledby': 'h-schedules' }),
       actions: el('section', { id: 'actions-section', 'aria-labelledby': 'h-actions' }),
-      health: el('section', { id: 'health', 'aria-labelledby': 'h-health' }),
     };
-    fill(main, skeleton.queues, skeleton.blocked, skeleton.schedules, skeleton.actions, skeleton.health);
+    fill(skeleton.queues, skeleton.list.box, skeleton.list.count);
+    skeleton.chartBox = el('div', { class: 'chart', id: 'selected-chart-box' });
+    skeleton.chartTitle = el('h2', { id: 'h-chart' }, 'Chart');
+    fill(skeleton.chart, skeleton.chartTitle, skeleton.chartBox);
+    fill(
+      main,
+      el('h1', { id: 'h-queues' }, 'Queues'),
+      skeleton.filter,
+      skeleton.queues,
+      skeleton.chart,
+      skeleton.blocked,
+      skeleton.schedules,
+      skeleton.actions,
+    );
   }
+  if (!data.queues.some((q) => q.queue === chart.selected)) chart.selected = data.queues[0]?.queue ?? null;
+  const shown = filter ? data.queues.filter((q) => q.queue.includes(filter)) : data.queues;
   const paused = data.queues.filter((q) => q.paused).map((q) => q.queue);
+  // A button focused in the list (a keyboard user's place) is focused again in the fresh rows.
+  const focused = skeleton.list.body.contains(document.activeElement)
+    ? document.activeElement.getAttribute('aria-label')
+    : null;
   fill(
-    skeleton.queues,
-    el('h1', { id: 'h-queues' }, 'Queues'),
-    el(
-      'div',
-      { class: 'scroll' },
-      el(
-        'table',
-        { id: 'queues' },
-        el('caption', { class: 'note' }, 'Updated every 2 s from lh.stats().'),
-        el(
-          'thead',
-          {},
-          el(
-            'tr',
-            {},
-            [
-              'queue',
-              'pending',
-              'running',
-              'dead',
-              'oldest claimable',
-              'leases near expiry',
-              'completed / min',
-              'throttled',
-              'state',
-              '',
-            ].map((h) => el('th', { scope: 'col' }, h)),
-          ),
-        ),
-        el('tbody', {}, data.queues.map(queueRow)),
-      ),
-    ),
-    el('p', { class: 'note' }, `Paused queues: ${paused.length ? paused.join(', ') : 'none'}.`),
+    skeleton.list.body,
+    shown.map((q) => queueRow(q, metrics.get(q.queue), chart)),
   );
+  if (focused) skeleton.list.body.querySelector(`[aria-label="${CSS.escape(focused)}"]`)?.focus();
+  skeleton.list.count.textContent = `${shown.length} of ${data.queues.length} queues shown. Paused queues: ${paused.length ? paused.join(', ') : 'none'}.`;
+  const series = chart.selected === null ? undefined : metrics.get(chart.selected);
+  skeleton.chartTitle.textContent = chart.selected === null ? 'Chart' : `Chart: ${chart.selected}`;
+  skeleton.chart.dataset.queue = chart.selected ?? '';
+  if (series) selectedChart(skeleton.chartBox, series);
+  else fill(skeleton.chartBox, el('p', { class: 'note' }, 'no samples for this queue yet'));
   fill(
     skeleton.blocked,
     el('h2', { id: 'h-blocked' }, 'Blocked ordering keys'),
@@ -271,6 +275,5 @@ export async function overview() {
     el('h2', { id: 'h-actions' }, 'Recent pauses and resumes'),
     actionsTable(data.operatorActions),
   );
-  await healthCharts(skeleton.health);
   say(`updated ${time(data.at)}`);
 }

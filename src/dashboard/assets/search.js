@@ -1,7 +1,7 @@
 // Search over every job (one control per filter, from /api/filters), paged by cursor, with bulk
 // actions on whatever the filter matches (bulk.js); and the dead-job list.
 import { bulkPanel } from './bulk.js';
-import { el, field, fill, getJson, main, time } from './dom.js';
+import { at, el, field, fill, getJson, main, time } from './dom.js';
 
 // datetime-local values are local times without a zone: sent as ISO (UTC) to the server.
 function toQuery(form) {
@@ -89,7 +89,7 @@ export async function searchView() {
       role: 'search',
       onsubmit: (event) => {
         event.preventDefault();
-        location.assign(`/search?${toQuery(form).toString()}`);
+        location.assign(at(`/search?${toQuery(form).toString()}`));
       },
     },
     controls.map((c) => field(c.label, control(c, params), c.hint)),
