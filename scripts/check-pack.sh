@@ -89,6 +89,10 @@ node embedded.mjs
 cp "$root/scripts/pack-checks/say-what-happened.mjs" .
 node say-what-happened.mjs
 
+# `leasehold work` on a module of defineTask exports, through the installed bin (issue 33).
+cp "$root/scripts/pack-checks/work-tasks.mjs" .
+node work-tasks.mjs
+
 if [ "$(id -u)" = 0 ]; then
   # Nowhere to copy the binaries to that the server's user can reach: a typed error, not a crash.
   mkdir -m 700 "$work/closed"
