@@ -246,6 +246,24 @@ describe('admin CLI', () => {
     expect(await cli(['resume', 'invoices', ...db])).toMatchObject({ code: 0 });
   });
 
+  it('a drained queue stays in `leasehold queues` and `metrics --json`, with its completions in the window', async () => {
+    const lh = await migratedClient();
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    await lh.enqueueMany('thumbnails', [{ payload: 1 }, { payload: 2 }]);
+    for (const lease of await lh.claim({ queue: 'thumbnails', owner: 'w', limit: 10 })) {
+      expect(await lh.complete(lease)).toBe(true);
+    }
+    // Idle and well: no pending, running or dead job. At 042ed35 the queue left both listings.
+    const table = await cli(['queues', ...db]);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout.trim().split('\n')[1]).toMatch(/^thumbnails\s+0\s+0\s+0\s/);
+    const metrics = await cli(['metrics', '--json', ...db]);
+    expect(metrics.code, metrics.stderr).toBe(0);
+    expect(JSON.parse(metrics.stdout).queues).toEqual([
+      expect.objectContaining({ queue: 'thumbnails', pending: 0, running: 0, dead: 0, completedInWindow: 2 }),
+    ]);
+  });
+
   it('metrics --json prints the gauges once as JSON; check takes and prints durations as queues does and asks for a number ≥ 0', async () => {
     const lh = await migratedClient();
     const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
