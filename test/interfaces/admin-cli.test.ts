@@ -118,6 +118,8 @@ describe('admin CLI', () => {
       ],
       [['cancel', '0', '--reason', 'r', ...db], /'0' is invalid .* a job id is a positive whole number/],
       [['queues', '--bogus', ...db], /^leasehold: unknown option '--bogus'/],
+      // cancel takes one job id: a queue is no target of it (docs/operators-guide.md, issue 38).
+      [['cancel', '--queue', 'emials', '--reason', 'r', ...db], /^leasehold: unknown option '--queue'/],
       [['dashboard', '--json', ...db], /^leasehold: unknown option '--json'/],
       [['jobs', 'show', '424242', ...db], /^leasehold: no job 424242/],
       [['dead', 'list', '--limit', 'ten', ...db], /--limit <n>' argument 'ten' is invalid/],
