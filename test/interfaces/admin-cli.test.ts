@@ -206,15 +206,35 @@ describe('admin CLI', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : 0;
+    const dropping = ['--database-url', `postgres://postgres@127.0.0.1:${port}/postgres`];
+    // A role the server does not know: refused at login (SQLSTATE 28000), the same shape.
+    const unknownRole = new URL(databaseUrl());
+    unknownRole.username = 'lh_no_such_role';
     try {
-      const result = await cli([
-        'queues',
-        '--database-url',
-        `postgres://postgres@127.0.0.1:${port}/postgres`,
-      ]);
-      expect(result.code).toBe(1);
-      expect(result.stderr).toMatch(
-        /^leasehold: cannot use the database \(Connection terminated unexpectedly\): check --database-url or DATABASE_URL\n$/,
+      // Every command that reaches the database, not only `queues`.
+      for (const args of [
+        ['queues'],
+        ['dead', 'list'],
+        ['jobs', 'show', '1'],
+        ['pause', 'emails'],
+        ['replay', '--queue', 'emails', '--reason', 'r'],
+        ['cancel', '1', '--reason', 'r'],
+        ['check', '--max-dead', '0'],
+        ['metrics', '--json'],
+        ['prune'],
+        ['schedules', 'list'],
+        ['migrate'],
+      ]) {
+        const result = await cli([...args, ...dropping]);
+        expect(result.code, args.join(' ')).toBe(1);
+        expect(result.stderr, args.join(' ')).toMatch(
+          /^leasehold: cannot use the database \(Connection terminated unexpectedly\): check --database-url or DATABASE_URL\n$/,
+        );
+      }
+      const refused = await cli(['queues', '--database-url', unknownRole.toString()]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(
+        /^leasehold: cannot use the database \(.*lh_no_such_role.*\): check --database-url or DATABASE_URL\n$/,
       );
     } finally {
       await new Promise<void>((resolve) => server.close(() => resolve()));
