@@ -52,7 +52,7 @@ export function sendError(res: ServerResponse, err: unknown): void {
   }
   if (isLeaseholdError(err)) {
     const status =
-      err.code === 'JOB_NOT_FOUND'
+      err.code === 'JOB_NOT_FOUND' || err.code === 'QUEUE_NOT_FOUND'
         ? 404
         : err.code === 'VALIDATION'
           ? 400

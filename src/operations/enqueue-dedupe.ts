@@ -208,7 +208,7 @@ async function runUntilSettled(
   for (let run = 1; pending.length > 0; run++) {
     if (run > MAX_RUNS) {
       throw new DatabaseError(
-        `enqueue_deduped: a dedupe key kept moving under ${MAX_RUNS} runs of the statement; try again`,
+        `enqueue failed: a dedupe key kept moving under ${MAX_RUNS} runs of the statement; try again`,
         undefined,
         undefined,
       );

@@ -6,6 +6,7 @@ import {
   setSchedulePausedAudited,
 } from '../storage/operator-actions.js';
 import { assertQueueName, assertText, optionalInt } from '../validation.js';
+import { assertKnownQueue } from './known-queues.js';
 
 /** Who pauses or resumes, and why: both recorded in the operator action log. */
 export interface OperatorActionOptions {
@@ -31,7 +32,11 @@ function audit(options: OperatorActionOptions) {
   };
 }
 
-/** Pauses or resumes a queue, recorded with actor and reason in the same statement. */
+/**
+ * Pauses or resumes a queue, recorded with actor and reason in the same statement. A queue that is
+ * not known is refused with `QueueNotFoundError`, as `lh.pauseQueue` refuses it: the dashboard's
+ * buttons name known queues, and a hand-made request must not leave a phantom queue either.
+ */
 export async function pauseQueueAudited(
   context: LeaseholdContext,
   queue: string,
@@ -39,7 +44,9 @@ export async function pauseQueueAudited(
   options: OperatorActionOptions = {},
 ): Promise<{ name: string; paused: boolean }> {
   assertQueueName(queue);
-  return setQueuePausedAudited(context.pool, context.schema, queue, paused, audit(options));
+  const checked = audit(options);
+  await assertKnownQueue(context.pool, context.schema, queue);
+  return setQueuePausedAudited(context.pool, context.schema, queue, paused, checked);
 }
 
 /** Pauses or resumes a schedule, recorded with actor and reason in the same statement. */

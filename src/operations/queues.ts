@@ -145,6 +145,9 @@ export async function configureQueue(
   }
 }
 
+/** The options `lh.listQueues` accepts (docs/api.md names each; docs-options.test.ts checks). */
+export const LIST_QUEUES_KEYS: readonly string[] = ['limit', 'unattendedAfterMs'];
+
 /** Lists every queue that has jobs or settings, by name. */
 export async function queueSummaries(
   db: Queryable,
@@ -152,7 +155,7 @@ export async function queueSummaries(
   given: { limit?: number; unattendedAfterMs?: number } | undefined,
 ): Promise<QueueSummary[]> {
   const options = optionsObject(given);
-  rejectUnknownOptions(options, ['limit', 'unattendedAfterMs'], 'options');
+  rejectUnknownOptions(options, LIST_QUEUES_KEYS, 'options');
   const rows = await listQueues(db, schema, optionalInt(options.limit, 'limit', 1, 10_000, 1000));
   const afterMs = optionalInt(
     options.unattendedAfterMs,

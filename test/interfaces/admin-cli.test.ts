@@ -118,6 +118,8 @@ describe('admin CLI', () => {
       ],
       [['cancel', '0', '--reason', 'r', ...db], /'0' is invalid .* a job id is a positive whole number/],
       [['queues', '--bogus', ...db], /^leasehold: unknown option '--bogus'/],
+      // cancel takes one job id: a queue is no target of it (docs/operators-guide.md, issue 38).
+      [['cancel', '--queue', 'emials', '--reason', 'r', ...db], /^leasehold: unknown option '--queue'/],
       [['dashboard', '--json', ...db], /^leasehold: unknown option '--json'/],
       [['jobs', 'show', '424242', ...db], /^leasehold: no job 424242/],
       [['dead', 'list', '--limit', 'ten', ...db], /--limit <n>' argument 'ten' is invalid/],
@@ -204,15 +206,35 @@ describe('admin CLI', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : 0;
+    const dropping = ['--database-url', `postgres://postgres@127.0.0.1:${port}/postgres`];
+    // A role the server does not know: refused at login (SQLSTATE 28000), the same shape.
+    const unknownRole = new URL(databaseUrl());
+    unknownRole.username = 'lh_no_such_role';
     try {
-      const result = await cli([
-        'queues',
-        '--database-url',
-        `postgres://postgres@127.0.0.1:${port}/postgres`,
-      ]);
-      expect(result.code).toBe(1);
-      expect(result.stderr).toMatch(
-        /^leasehold: cannot use the database \(Connection terminated unexpectedly\): check --database-url or DATABASE_URL\n$/,
+      // Every command that reaches the database, not only `queues`.
+      for (const args of [
+        ['queues'],
+        ['dead', 'list'],
+        ['jobs', 'show', '1'],
+        ['pause', 'emails'],
+        ['replay', '--queue', 'emails', '--reason', 'r'],
+        ['cancel', '1', '--reason', 'r'],
+        ['check', '--max-dead', '0'],
+        ['metrics', '--json'],
+        ['prune'],
+        ['schedules', 'list'],
+        ['migrate'],
+      ]) {
+        const result = await cli([...args, ...dropping]);
+        expect(result.code, args.join(' ')).toBe(1);
+        expect(result.stderr, args.join(' ')).toMatch(
+          /^leasehold: cannot use the database \(Connection terminated unexpectedly\): check --database-url or DATABASE_URL\n$/,
+        );
+      }
+      const refused = await cli(['queues', '--database-url', unknownRole.toString()]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(
+        /^leasehold: cannot use the database \(.*lh_no_such_role.*\): check --database-url or DATABASE_URL\n$/,
       );
     } finally {
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -244,6 +266,24 @@ describe('admin CLI', () => {
       stdout: 'queue invoices paused: no new claims until `leasehold resume invoices`\n',
     });
     expect(await cli(['resume', 'invoices', ...db])).toMatchObject({ code: 0 });
+  });
+
+  it('a drained queue stays in `leasehold queues` and `metrics --json`, with its completions in the window', async () => {
+    const lh = await migratedClient();
+    const db = ['--database-url', databaseUrl(), '--schema', lh.schema];
+    await lh.enqueueMany('thumbnails', [{ payload: 1 }, { payload: 2 }]);
+    for (const lease of await lh.claim({ queue: 'thumbnails', owner: 'w', limit: 10 })) {
+      expect(await lh.complete(lease)).toBe(true);
+    }
+    // Idle and well: no pending, running or dead job. At 042ed35 the queue left both listings.
+    const table = await cli(['queues', ...db]);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout.trim().split('\n')[1]).toMatch(/^thumbnails\s+0\s+0\s+0\s/);
+    const metrics = await cli(['metrics', '--json', ...db]);
+    expect(metrics.code, metrics.stderr).toBe(0);
+    expect(JSON.parse(metrics.stdout).queues).toEqual([
+      expect.objectContaining({ queue: 'thumbnails', pending: 0, running: 0, dead: 0, completedInWindow: 2 }),
+    ]);
   });
 
   it('metrics --json prints the gauges once as JSON; check takes and prints durations as queues does and asks for a number ≥ 0', async () => {

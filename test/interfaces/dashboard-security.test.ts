@@ -231,6 +231,16 @@ describe('pausing and resuming schedules and queues from the dashboard', () => {
     expect(missing.status).toBe(400);
     expect(JSON.parse(missing.body).error).toMatch(/names no schedule/);
     expect(await actions()).toHaveLength(3);
+    // A queue no job, configuration or schedule named: refused as lh.pauseQueue refuses it (issue
+    // 38), naming the nearest, with no phantom paused queue and nothing recorded.
+    const typo = await post('/api/queues/sec-shced/pause', { ...op, [CSRF_HEADER]: csrf });
+    expect(typo.status, typo.body).toBe(404);
+    expect(JSON.parse(typo.body)).toEqual({
+      error: 'no queue "sec-shced" (did you mean "sec-sched"?)',
+      code: 'QUEUE_NOT_FOUND',
+    });
+    expect((await lh.listQueues()).map((q) => q.name)).not.toContain('sec-shced');
+    expect(await actions()).toHaveLength(3);
     // The overview lists them for everyone, the viewer too.
     const overview = await send(d.url, '/api/overview', { headers: { authorization: 'Bearer view-token' } });
     expect(JSON.parse(overview.body).operatorActions.map((a: { target: string }) => a.target)).toEqual([

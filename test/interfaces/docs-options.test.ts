@@ -4,9 +4,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Interrupt } from '../../src/cli/interrupt.js';
 import { createProgram } from '../../src/cli/program.js';
 import { KNOWN_OPTIONS } from '../../src/context.js';
+import { DEFAULT_STATS_OPTIONS } from '../../src/defaults.js';
 import { DEDUPE_FIELDS, ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS } from '../../src/enqueue-fields.js';
 import { KNOWN_CODES } from '../../src/errors.js';
-import { CONFIGURE_QUEUE_KEYS } from '../../src/operations/queues.js';
+import { CONFIGURE_QUEUE_KEYS, LIST_QUEUES_KEYS } from '../../src/operations/queues.js';
 import { KNOWN_QUEUE_KEYS, KNOWN_WORKER_KEYS } from '../../src/runtime/options.js';
 
 // The docs name every option the validators accept, and every command the CLI has: the lists come
@@ -46,6 +47,29 @@ describe('docs/api.md names every option the validators accept', () => {
       .map((line) => line.split('|')[1] ?? '')
       .join(' ');
     expect(unnamed(firstCells, KNOWN_OPTIONS)).toEqual([]);
+  });
+
+  it('new Leasehold(options): its table names no option the client refuses', () => {
+    // Issue 38: unattendedAfterMs read as a client setting; the client and the worker refuse it.
+    const table = section(api, '### `new Leasehold(options)`', '### ');
+    const named = table
+      .split('\n')
+      .filter((line) => line.startsWith('| `'))
+      .flatMap((line) =>
+        [...(line.split('|')[1] ?? '').matchAll(/`([A-Za-z]+)`/g)].map((m) => m[1] as string),
+      );
+    expect(named.length).toBeGreaterThan(10);
+    expect(named.filter((name) => !(KNOWN_OPTIONS as readonly string[]).includes(name))).toEqual([]);
+  });
+
+  it('lh.listQueues and lh.stats: each option in their row of the methods table (unattendedAfterMs among them)', () => {
+    const listQueues = row(api, '`lh.cancel(').split('|')[1] ?? '';
+    expect(listQueues).toMatch(/`lh\.listQueues\(\{[^`]*\}\)`/);
+    expect(unnamed(/`lh\.listQueues\([^`]*`/.exec(listQueues)?.[0] ?? '', LIST_QUEUES_KEYS)).toEqual([]);
+    const stats = row(api, '`lh.stats(').split('|')[1] ?? '';
+    expect(unnamed(/`lh\.stats\([^`]*`/.exec(stats)?.[0] ?? '', Object.keys(DEFAULT_STATS_OPTIONS))).toEqual(
+      [],
+    );
   });
 
   it('lh.enqueue and lh.enqueueMany: each option in their row of the methods table', () => {

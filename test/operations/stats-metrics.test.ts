@@ -1,3 +1,4 @@
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { Leasehold } from '../../src/index.js';
 import { createStatsMetrics } from '../../src/prometheus.js';
@@ -15,6 +16,19 @@ describe('database metrics', () => {
     expect(text).toMatch(/^# TYPE leasehold_lease_refusals_total counter$/m);
     expect(text).toMatch(/^leasehold_lease_refusals_total\{queue="metered",operation="complete"\} 1$/m);
     expect(text).toMatch(/^leasehold_stats_window_seconds \d+/m);
+  });
+
+  it("keep a drained queue's series, zeros and its completions in the window (issue 38)", async () => {
+    const lh = await migratedClient();
+    await lh.enqueueMany('drained', [{ payload: 1 }, { payload: 2 }]);
+    for (const lease of await lh.claim({ queue: 'drained', owner: 'a', limit: 10 })) {
+      expect(await lh.complete(lease)).toBe(true);
+    }
+    // A throughput graph keeps its series while the queue is idle and well.
+    const text = await createStatsMetrics(lh, { registry: new Registry() }).metrics();
+    expect(text).toMatch(/^leasehold_queue_pending_jobs\{queue="drained"\} 0$/m);
+    expect(text).toMatch(/^leasehold_queue_running_jobs\{queue="drained"\} 0$/m);
+    expect(text).toMatch(/^leasehold_queue_completed_in_window\{queue="drained"\} 2$/m);
   });
 
   it('answer leasehold_up 0, without queue series, when the statistics cannot be read', async () => {

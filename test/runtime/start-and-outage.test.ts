@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -15,6 +16,7 @@ import {
 } from '../support/db.js';
 import { assertFreshDist } from '../support/fresh-dist.js';
 import { rejection } from '../support/rejection.js';
+import { createLogin } from '../support/roles.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { started } from '../support/worker.js';
 
@@ -139,6 +141,41 @@ describe('start fails loudly', () => {
       await lh.close();
       await dropSchema(schema);
     }
+  });
+
+  it('start() as a role the server does not know rejects with DATABASE (its SQLSTATE) and starts nothing', async () => {
+    const url = new URL(databaseUrl());
+    url.username = `lh_nobody_${randomBytes(4).toString('hex')}`;
+    url.password = 'wrong';
+    const lh = closeAfterTest(new Leasehold({ connectionString: url.toString(), schema: uniqueSchema() }));
+    const worker = lh.worker({ queues: { q: { handler: async () => {} } } });
+    const events: string[] = [];
+    worker.on('started', () => events.push('started'));
+    worker.on('error', () => events.push('error'));
+    const err = await rejection(worker.start());
+    expect(isLeaseholdError(err, 'DATABASE'), String(err)).toBe(true);
+    const dbErr = err as DatabaseError;
+    expect(dbErr.message).toMatch(/^start failed: /);
+    // A refused login: "role ... does not exist" (28000) or a failed password (28P01) by the server's rules.
+    expect(dbErr.sqlState).toMatch(/^28/);
+    expect(dbErr.message).not.toContain('wrong');
+    expect(events).toEqual([]);
+    await worker.stop();
+  });
+
+  it('start() as a login with no privilege on the schema rejects with PERMISSION_DENIED and starts nothing', async () => {
+    const owner = await migratedClient();
+    const login = await createLogin([]);
+    const lh = closeAfterTest(new Leasehold({ connectionString: login.url, schema: owner.schema }));
+    const worker = lh.worker({ queues: { q: { handler: async () => {} } } });
+    const events: string[] = [];
+    worker.on('started', () => events.push('started'));
+    worker.on('error', () => events.push('error'));
+    const err = await rejection(worker.start());
+    expect(isLeaseholdError(err, 'PERMISSION_DENIED'), String(err)).toBe(true);
+    expect((err as Error).message).toMatch(/^start failed: permission denied/);
+    expect(events).toEqual([]);
+    await worker.stop();
   });
 
   it('migrate() against a refused port rejects with DATABASE, the errno in errno, not in sqlState', async () => {
