@@ -2,18 +2,32 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { ValidationError } from '../errors.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertQueueName } from '../validation.js';
+import type { BatchHandler, BatchOptions } from './batch-options.js';
 import type { JobContext } from './job-context.js';
-import { KNOWN_QUEUE_KEYS, type QueueOptions, type WorkerTask } from './options.js';
+import { KNOWN_QUEUE_KEYS, type QueueOptions, type QueueSettings, type WorkerTask } from './options.js';
 import { isStandardSchema } from './payload-schema.js';
 
 /** A task's handler: gets the job with its typed payload; resolve to complete it, throw to fail it. */
 export type TaskHandler<Payload, Result> = (job: JobContext<Payload>) => Promise<Result>;
 
-/** Options of `defineTask`: the handler, plus every option a worker's queue takes (lease, concurrency...). */
-export interface TaskOptions<Payload, Result> extends Omit<QueueOptions, 'handler'> {
-  /** Runs one job of this task. */
-  handler: TaskHandler<Payload, Result>;
-}
+/**
+ * Options of `defineTask`: the handler (of one job, or with `batch` of many: see `BatchHandler`),
+ * plus every option a worker's queue takes (lease, concurrency...).
+ */
+export type TaskOptions<Payload, Result> = QueueSettings &
+  (
+    | {
+        /** Runs one job of this task. */
+        handler: TaskHandler<Payload, Result>;
+        batch?: undefined;
+      }
+    | {
+        /** Runs a batch of this task's jobs; resolves to nothing or one result per job. */
+        handler: BatchHandler<Payload, Result>;
+        /** How many jobs one call gets, and how long a partial batch waits to fill. */
+        batch: BatchOptions;
+      }
+  );
 
 /**
  * A task made by `defineTask`: a queue name bound to its payload type, schema and handler. Pass it
