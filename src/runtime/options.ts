@@ -23,10 +23,10 @@ export type {
   JobHandler,
   QueueHandler,
   QueueOptions,
-  QueueSettings,
   RenewPolicy,
   ResolvedQueue,
   SingleQueueOptions,
+  WorkerQueueSettings,
   WorkerTask,
 } from './queue-options.js';
 export { KNOWN_QUEUE_KEYS } from './queue-options.js';

@@ -4,7 +4,13 @@ import { WORKER_DEFAULTS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertQueueName, optionalInt } from '../validation.js';
-import { type BatchHandler, type BatchOptions, type ResolvedBatch, resolveBatch } from './batch-options.js';
+import {
+  type BatchHandler,
+  type BatchJobContext,
+  type BatchOptions,
+  type ResolvedBatch,
+  resolveBatch,
+} from './batch-options.js';
 import type { JobContext } from './job-context.js';
 
 /**
@@ -25,7 +31,7 @@ export type QueueHandler = JobHandler & { batch?: undefined };
 export type RenewPolicy = 'progress' | 'alive';
 
 /** A queue's options apart from its handler (and `batch`). */
-export interface QueueSettings {
+export interface WorkerQueueSettings {
   /**
    * Jobs of this queue run at once in this worker (default 10). With `batch`, it counts jobs too:
    * default `batch.size` (one batch at a time), and at least that.
@@ -65,7 +71,7 @@ export interface QueueSettings {
 }
 
 /** A queue whose handler runs one job per call. */
-export interface SingleQueueOptions extends QueueSettings {
+export interface SingleQueueOptions extends WorkerQueueSettings {
   /** Runs one job. */
   handler: JobHandler;
   /** Absent: one job per call. */
@@ -73,9 +79,12 @@ export interface SingleQueueOptions extends QueueSettings {
 }
 
 /** A queue whose handler runs many jobs in one call (see `BatchOptions`). */
-export interface BatchQueueOptions extends QueueSettings {
-  /** Runs a batch of jobs: resolve to complete every job not settled by `fail` or `retry`, throw to fail them. */
-  handler: BatchHandler;
+export interface BatchQueueOptions extends WorkerQueueSettings {
+  /**
+   * Runs a batch of jobs: resolve to complete every job not settled by `fail` or `retry`, throw to
+   * fail them. A method, so that `(jobs: BatchJobContext<MyPayload>[]) => ...` is accepted.
+   */
+  handler(jobs: BatchJobContext<any>[]): ReturnType<BatchHandler>;
   /** How many jobs one call gets, and how long a partial batch waits to fill. */
   batch: BatchOptions;
 }

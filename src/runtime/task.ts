@@ -4,30 +4,32 @@ import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertQueueName } from '../validation.js';
 import type { BatchHandler, BatchOptions } from './batch-options.js';
 import type { JobContext } from './job-context.js';
-import { KNOWN_QUEUE_KEYS, type QueueOptions, type QueueSettings, type WorkerTask } from './options.js';
+import { KNOWN_QUEUE_KEYS, type QueueOptions, type WorkerQueueSettings, type WorkerTask } from './options.js';
 import { isStandardSchema } from './payload-schema.js';
 
 /** A task's handler: gets the job with its typed payload; resolve to complete it, throw to fail it. */
 export type TaskHandler<Payload, Result> = (job: JobContext<Payload>) => Promise<Result>;
 
-/**
- * Options of `defineTask`: the handler (of one job, or with `batch` of many: see `BatchHandler`),
- * plus every option a worker's queue takes (lease, concurrency...).
- */
-export type TaskOptions<Payload, Result> = QueueSettings &
-  (
-    | {
-        /** Runs one job of this task. */
-        handler: TaskHandler<Payload, Result>;
-        batch?: undefined;
-      }
-    | {
-        /** Runs a batch of this task's jobs; resolves to nothing or one result per job. */
-        handler: BatchHandler<Payload, Result>;
-        /** How many jobs one call gets, and how long a partial batch waits to fill. */
-        batch: BatchOptions;
-      }
-  );
+/** Options of `defineTask` for a handler of one job, plus every option a worker's queue takes. */
+export interface SingleTaskOptions<Payload, Result> extends WorkerQueueSettings {
+  /** Runs one job of this task. */
+  handler: TaskHandler<Payload, Result>;
+  /** Absent: one job per call. */
+  batch?: undefined;
+}
+
+/** Options of `defineTask` for a handler of a batch of jobs (see `BatchHandler`). */
+export interface BatchTaskOptions<Payload, Result> extends WorkerQueueSettings {
+  /** Runs a batch of this task's jobs; resolves to nothing or to one result per job. */
+  handler: BatchHandler<Payload, Result>;
+  /** How many jobs one call gets, and how long a partial batch waits to fill. */
+  batch: BatchOptions;
+}
+
+/** Options of `defineTask`: a handler of one job, or with `batch` of many. */
+export type TaskOptions<Payload, Result> =
+  | SingleTaskOptions<Payload, Result>
+  | BatchTaskOptions<Payload, Result>;
 
 /**
  * A task made by `defineTask`: a queue name bound to its payload type, schema and handler. Pass it
@@ -63,11 +65,19 @@ const TASK_KEYS = [...KNOWN_QUEUE_KEYS, 'schema'];
  */
 export function defineTask<Schema extends StandardSchemaV1, Result = unknown>(
   name: string,
-  options: TaskOptions<StandardSchemaV1.InferOutput<Schema>, Result> & { schema: Schema },
+  options: BatchTaskOptions<StandardSchemaV1.InferOutput<Schema>, Result> & { schema: Schema },
 ): Task<StandardSchemaV1.InferInput<Schema>, StandardSchemaV1.InferOutput<Schema>, Result>;
 export function defineTask<Payload = unknown, Result = unknown>(
   name: string,
-  options: TaskOptions<Payload, Result> & { schema?: undefined },
+  options: BatchTaskOptions<Payload, Result> & { schema?: undefined },
+): Task<Payload, Payload, Result>;
+export function defineTask<Schema extends StandardSchemaV1, Result = unknown>(
+  name: string,
+  options: SingleTaskOptions<StandardSchemaV1.InferOutput<Schema>, Result> & { schema: Schema },
+): Task<StandardSchemaV1.InferInput<Schema>, StandardSchemaV1.InferOutput<Schema>, Result>;
+export function defineTask<Payload = unknown, Result = unknown>(
+  name: string,
+  options: SingleTaskOptions<Payload, Result> & { schema?: undefined },
 ): Task<Payload, Payload, Result>;
 export function defineTask(
   name: string,

@@ -1,0 +1,300 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  type BatchJobContext,
+  defineTask,
+  PermanentError,
+  RetryableError,
+  ValidationError,
+} from '../../src/index.js';
+import { countByStatus, migratedClient, testPool, waitFor } from '../support/db.js';
+import { expireLeases } from '../support/job-states.js';
+import { deferred, started } from '../support/worker.js';
+
+const noBackoff = { baseMs: 0, maxMs: 0 };
+
+describe('batch handlers', () => {
+  it('a batch handler of size 100 gets batches of at most 100, and their completions go in one statement', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    await lh.enqueueMany(
+      'mail',
+      Array.from({ length: 250 }, (_, i) => ({ payload: { n: i } })),
+    );
+    const sizes: number[] = [];
+    const seen = new Set<string>();
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      queues: {
+        mail: {
+          batch: { size: 100 },
+          handler: async (jobs: BatchJobContext<{ n: number }>[]) => {
+            sizes.push(jobs.length);
+            for (const job of jobs) seen.add(job.id);
+            return jobs.map((job) => ({ sent: job.payload.n }));
+          },
+        },
+      },
+    });
+    const completeFlushes: number[] = [];
+    worker.on('flushed', (info) => {
+      if (info.operation === 'complete') completeFlushes.push(info.jobs);
+    });
+    await started(worker);
+    await waitFor(() => worker.counters.completed === 250, { what: '250 completions' });
+    expect(sizes.every((size) => size >= 1 && size <= 100)).toBe(true);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(250);
+    expect(Math.max(...sizes)).toBe(100); // every job was pending at start: the first claim filled a batch
+    expect(seen.size).toBe(250);
+    // A full batch's completions travel together: no flush carried fewer than a batch's worth.
+    expect(Math.max(...completeFlushes)).toBeGreaterThanOrEqual(100);
+    expect(await countByStatus(pool, lh.schema)).toEqual({ succeeded: 250 });
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM "${lh.schema}".finished_jobs WHERE (result->>'sent')::int IS NOT NULL`,
+    );
+    expect(rows[0].n).toBe(250);
+  });
+
+  it('settles mixed outcomes per item: results by position, fail, retry with a delay, and a result that cannot be kept', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const ids = (
+      await lh.enqueueMany('mixed', [
+        { payload: { kind: 'ok' } },
+        { payload: { kind: 'permanent' } },
+        { payload: { kind: 'later' } },
+        { payload: { kind: 'huge' } },
+        { payload: { kind: 'ok' } },
+      ])
+    ).ids;
+    const alone: string[] = [];
+    const gate = deferred();
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      maxResultBytes: 100,
+      queues: {
+        mixed: {
+          batch: { size: 5, waitMs: 5000 },
+          handler: async (jobs: BatchJobContext<{ kind: string }>[]) => {
+            await gate.promise;
+            const results = [];
+            for (const job of jobs) {
+              if (job.payload.kind === 'permanent') {
+                alone.push(await job.fail(new PermanentError('bad address', { code: 'BAD_ADDRESS' })));
+              } else if (job.payload.kind === 'later') {
+                alone.push(await job.retry(new Error('mailbox full'), { delayMs: 3_600_000 }));
+              }
+              results.push(job.payload.kind === 'huge' ? 'x'.repeat(500) : { ok: job.id });
+            }
+            return results;
+          },
+        },
+      },
+    });
+    await started(worker);
+    await waitFor(() => worker.activeCount === 5, { what: 'one batch of five' });
+    gate.resolve();
+    await waitFor(() => worker.activeCount === 0, { what: 'the batch settled' });
+    expect(alone).toEqual(['dead', 'retry']);
+    const [ok1, permanent, later, huge, ok2] = await Promise.all(ids.map((id) => lh.getJob(id)));
+    expect(ok1).toMatchObject({ status: 'succeeded', result: { ok: ids[0] } });
+    expect(ok2).toMatchObject({ status: 'succeeded', result: { ok: ids[4] } });
+    expect(permanent).toMatchObject({ status: 'dead', lastErrorCode: 'BAD_ADDRESS' });
+    expect(later).toMatchObject({ status: 'pending', attemptCount: 1, lastErrorMessage: 'mailbox full' });
+    expect(later!.availableAt.getTime() - Date.now()).toBeGreaterThan(3_000_000);
+    expect(huge).toMatchObject({ status: 'dead', lastErrorCode: 'RESULT_TOO_LARGE' });
+    expect(worker.counters).toMatchObject({ completed: 2, dead: 2, retried: 1, lost: 0 });
+  });
+
+  it('a thrown error fails every unsettled job by its retry rules; an item settled before stays as it was', async () => {
+    const lh = await migratedClient({ backoff: { baseMs: 3_600_000, maxMs: 3_600_000 } });
+    const ids = (
+      await lh.enqueueMany('throws', [{ payload: { i: 0 } }, { payload: { i: 1 } }, { payload: { i: 2 } }])
+    ).ids;
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      queues: {
+        throws: {
+          batch: { size: 3, waitMs: 5000 },
+          handler: async (jobs: BatchJobContext[]) => {
+            await jobs[0]!.fail(new PermanentError('first one is bad'));
+            throw new RetryableError('upstream down', { code: 'UPSTREAM' });
+          },
+        },
+      },
+    });
+    await started(worker);
+    await waitFor(() => worker.counters.retried === 2 && worker.counters.dead === 1, {
+      what: 'the outcomes',
+    });
+    const jobs = await Promise.all(ids.map((id) => lh.getJob(id)));
+    expect(jobs.map((job) => job?.status)).toEqual(['dead', 'pending', 'pending']);
+    expect(jobs.map((job) => job?.lastErrorCode)).toEqual(['PERMANENT', 'UPSTREAM', 'UPSTREAM']);
+  });
+
+  it('a batch resolving to an array of the wrong length fails its jobs as BATCH_RESULT', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const ids = (await lh.enqueueMany('wrong', [{ payload: 1 }, { payload: 2 }])).ids;
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      queues: {
+        wrong: { batch: { size: 2, waitMs: 5000 }, handler: async (_jobs: BatchJobContext[]) => [1] },
+      },
+    });
+    await started(worker);
+    await waitFor(() => worker.counters.dead === 2, { what: 'both dead' });
+    for (const id of ids) expect(await lh.getJob(id)).toMatchObject({ lastErrorCode: 'BATCH_RESULT' });
+  });
+
+  it('waitMs bounds how long a partial batch waits: one job alone runs once the wait is over', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const sizes: number[] = [];
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      pollIntervalMs: 50,
+      queues: {
+        partial: {
+          batch: { size: 50, waitMs: 2000 },
+          handler: async (jobs: BatchJobContext[]) => {
+            sizes.push(jobs.length);
+          },
+        },
+      },
+    });
+    await started(worker);
+    await lh.enqueue('partial', { first: true });
+    await waitFor(() => worker.activeCount === 1, { what: 'the first job waiting in its batch' });
+    // Enqueued while the first waits: it joins the same batch.
+    await lh.enqueue('partial', { second: true });
+    // Two of fifty: the batch ran because its wait was over, not because it filled.
+    await waitFor(() => worker.counters.completed === 2, { what: 'both completed' });
+    expect(sizes).toEqual([2]);
+  });
+
+  it('a stale batch completion changes nothing and is counted per job', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    const ids = (await lh.enqueueMany('stale', [{ payload: 1 }, { payload: 2 }, { payload: 3 }])).ids;
+    const running = deferred();
+    const gate = deferred();
+    const worker = lh.worker({
+      owner: 'old',
+      recoveryIntervalMs: 0,
+      queues: {
+        stale: {
+          leaseMs: 60_000, // no renewal comes before the test lets the handler return
+          batch: { size: 3, waitMs: 5000 },
+          handler: async (_jobs: BatchJobContext[]) => {
+            running.resolve();
+            await gate.promise;
+          },
+        },
+      },
+    });
+    const losses: string[] = [];
+    worker.on('leaseLost', (_job, loss) => losses.push(loss.reason));
+    await started(worker);
+    await running.promise;
+    // The leases lapse in database time, the sweep takes them back, and another owner claims them.
+    await expireLeases(pool, lh.schema, { queue: 'stale' });
+    await lh.recoverExpired();
+    const taken = await lh.claim({ queue: 'stale', owner: 'new', limit: 3 });
+    expect(taken).toHaveLength(3);
+    gate.resolve();
+    await waitFor(() => worker.counters.lost === 3, { what: 'three refused completions' });
+    expect(worker.counters.completed).toBe(0);
+    expect(losses).toEqual(['refused', 'refused', 'refused']);
+    for (const id of ids) {
+      const job = await lh.getJob(id, { history: true });
+      expect(job).toMatchObject({ status: 'running', leaseOwner: 'new', attemptCount: 2 });
+      expect(job!.history.filter((e) => e.kind === 'refused').map((e) => [e.owner, e.operation])).toEqual([
+        ['old', 'complete'],
+      ]);
+    }
+    expect((await lh.leaseRefusals()).map((r) => [r.queue, r.operation, r.count])).toEqual([
+      ['stale', 'complete', 3],
+    ]);
+  });
+
+  it('renews every job of a running batch: none lapses while the handler outlives its lease', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    await lh.enqueueMany('long', [{ payload: 1 }, { payload: 2 }]);
+    const renewed = deferred();
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      queues: {
+        long: {
+          leaseMs: 600,
+          batch: { size: 2, waitMs: 5000 },
+          handler: async (_jobs: BatchJobContext[]) => {
+            await renewed.promise;
+          },
+        },
+      },
+    });
+    await started(worker);
+    await waitFor(
+      async () => {
+        const { rows } = await pool.query(
+          `SELECT count(*)::int AS n FROM "${lh.schema}".jobs WHERE lease_extensions >= 2 AND status = 'running'`,
+        );
+        return rows[0].n === 2;
+      },
+      { what: 'both leases extended twice' },
+    );
+    renewed.resolve();
+    await waitFor(() => worker.counters.completed === 2, { what: 'both completed' });
+    expect(worker.counters.lost).toBe(0);
+  });
+
+  it('a task takes batch too: the payloads are checked against its schema, and a mismatch fails alone', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const schema = z.object({ to: z.string() });
+    const got: string[][] = [];
+    const email = defineTask('email', {
+      schema,
+      batch: { size: 10, waitMs: 200 },
+      handler: async (jobs) => {
+        got.push(jobs.map((job) => job.payload.to));
+        return jobs.map((job) => job.payload.to.length);
+      },
+    });
+    await lh.enqueue(email, { to: 'a@x' });
+    await lh.enqueue(email, { to: 'bb@x' });
+    const { id: bad } = await lh.enqueue('email', { to: 42 });
+    const worker = lh.worker({ recoveryIntervalMs: 0, tasks: [email] });
+    await started(worker);
+    await waitFor(() => worker.counters.completed === 2 && worker.counters.dead === 1, { what: 'outcomes' });
+    expect(got).toEqual([['a@x', 'bb@x']]);
+    expect(await lh.getJob(bad)).toMatchObject({ status: 'dead', lastErrorCode: 'PAYLOAD_SCHEMA' });
+  });
+
+  it('refuses a bad batch option with a ValidationError naming it, before anything runs', async () => {
+    const lh = await migratedClient();
+    const handler = async (_jobs: BatchJobContext[]) => {};
+    const bad = [
+      [{ size: 0 }, 'queues.q.batch.size'],
+      [{ size: 1001 }, 'queues.q.batch.size'],
+      [{ size: 1.5 }, 'queues.q.batch.size'],
+      [{ size: 10, waitMs: -1 }, 'queues.q.batch.waitMs'],
+      [{ size: 10, waitMs: 60_001 }, 'queues.q.batch.waitMs'],
+      [{ size: 10, wait: 5 }, 'queues.q.batch.wait'],
+      ['10', 'queues.q.batch'],
+    ] as const;
+    for (const [batch, field] of bad) {
+      const err = (() => {
+        try {
+          lh.worker({ queues: { q: { handler, batch: batch as never } } });
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(err, JSON.stringify(batch)).toBeInstanceOf(ValidationError);
+      expect((err as ValidationError).field).toBe(field);
+    }
+    // concurrency counts jobs: fewer than a batch's size could never fill one.
+    expect(() => lh.worker({ queues: { q: { handler, batch: { size: 10 }, concurrency: 5 } } })).toThrow(
+      ValidationError,
+    );
+  });
+});
