@@ -1,7 +1,8 @@
 import { LeaseholdError, ValidationError } from '../errors.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import type { BatchJobContext } from './batch-options.js';
-import { ActiveJob } from './job-context.js';
+import { runBatchTransaction } from './batch-transaction.js';
+import { ActiveJob, type EffectStore, type JobTransaction } from './job-context.js';
 import { RetryableError } from './job-errors.js';
 import type { OutcomeResult } from './worker-events.js';
 
@@ -18,6 +19,24 @@ export class BatchItem extends ActiveJob implements BatchJobContext {
     Promise.reject(new LeaseholdError('JOB_STATE', `job ${this.id} is not in a running batch`));
   /** The outcome `fail` or `retry` asked for, once one did: the batch's end then leaves the item alone. */
   aloneOutcome: Promise<OutcomeResult> | null = null;
+  /** The jobs of its batch, as its handler got them, and where their transaction runs (set as the batch starts). */
+  #batch: { jobs: readonly BatchItem[]; store: EffectStore } | null = null;
+
+  /**
+   * In a batch, one transaction for the whole batch: `fn`'s writes and the completions of every job
+   * of the batch not yet settled, all accepted and committed or none (see batch-transaction.ts).
+   */
+  override readonly transaction = ((fn: (tx: unknown) => unknown, options?: never) => {
+    if (this.#batch === null) {
+      return Promise.reject(new LeaseholdError('JOB_STATE', `job ${this.id} is not in a running batch`));
+    }
+    return runBatchTransaction(this.#batch.jobs, this.#batch.store, fn, options);
+  }) as JobTransaction;
+
+  /** Joins the batch its handler is about to get. */
+  joinBatch(jobs: readonly BatchItem[], store: EffectStore): void {
+    this.#batch = { jobs, store };
+  }
 
   fail(error: unknown): Promise<OutcomeResult> {
     return this.#settle(error, error);

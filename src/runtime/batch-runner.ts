@@ -98,6 +98,7 @@ export class BatchRunner {
       let value: unknown;
       let error: unknown;
       let threw = false;
+      for (const item of jobs) item.joinBatch(jobs, host.store);
       if (jobs.length > 0) {
         try {
           value = await (config.handler as BatchHandler)(jobs);

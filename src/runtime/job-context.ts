@@ -93,8 +93,8 @@ export interface JobContext<Payload = unknown> {
   parents(): Promise<JobParent[]>;
 }
 
-// The `with` of job.transaction's options, checked: an adapter from leasehold/kysely, /knex...
-function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
+/** The `with` of `job.transaction`'s options, checked: an adapter from leasehold/kysely, /knex... */
+export function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
   if (typeof options !== 'object' || options === null) {
     throw new ValidationError(
       'options',

@@ -1,7 +1,7 @@
 import { traceHandler } from '../observability/tracing.js';
 import { describeError } from './error-details.js';
 import { failureWrite, sendFailure } from './failure-outcome.js';
-import type { ActiveJob } from './job-context.js';
+import type { ActiveJob, EffectStore } from './job-context.js';
 import { completionOf } from './job-output.js';
 import type { ResolvedQueue } from './options.js';
 import type { OutcomeBatcher, OutcomeResult } from './outcome-batcher.js';
@@ -11,6 +11,8 @@ import type { OutcomeDetail } from './telemetry-events.js';
 /** What running a job's handler needs from its worker: the outcome writes, and the counting. */
 export interface RunHost {
   readonly batcher: OutcomeBatcher;
+  /** Where jobs' own transactions run (a batch's `job.transaction`). */
+  readonly store: EffectStore;
   /** Largest handler return value kept as a result, in JSON bytes. */
   readonly maxResultBytes: number;
   /** The traceparent the claim read for a job (taken once). */

@@ -84,7 +84,7 @@ export interface BatchQueueOptions extends WorkerQueueSettings {
    * Runs a batch of jobs: resolve to complete every job not settled by `fail` or `retry`, throw to
    * fail them. A method, so that `(jobs: BatchJobContext<MyPayload>[]) => ...` is accepted.
    */
-  handler(jobs: BatchJobContext<any>[]): ReturnType<BatchHandler>;
+  handler(jobs: BatchJobContext[]): ReturnType<BatchHandler>;
   /** How many jobs one call gets, and how long a partial batch waits to fill. */
   batch: BatchOptions;
 }

@@ -95,6 +95,9 @@ export class Worker extends EventEmitter<WorkerEventMap> {
         return worker.#batcher;
       },
       maxResultBytes: this.#options.maxResultBytes,
+      get store() {
+        return worker.#store;
+      },
       takeTraceparent: (id) => this.#claims.takeTraceparent(id),
       count: (job, result, detail) => this.#count(job, result, detail),
     };

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import {
   type BatchJobContext,
   defineTask,
+  LeaseLostError,
   PermanentError,
   RetryableError,
   ValidationError,
@@ -267,6 +268,94 @@ describe('batch handlers', () => {
     await waitFor(() => worker.counters.completed === 2 && worker.counters.dead === 1, { what: 'outcomes' });
     expect(got).toEqual([['a@x', 'bb@x']]);
     expect(await lh.getJob(bad)).toMatchObject({ status: 'dead', lastErrorCode: 'PAYLOAD_SCHEMA' });
+  });
+
+  it("job.transaction in a batch: the handler's writes and every job's completion commit together, with results", async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    await pool.query(`CREATE TABLE "${lh.schema}".sent (job_id bigint PRIMARY KEY, address text NOT NULL)`);
+    const { ids } = await lh.enqueueMany('tx', [{ payload: 'a@x' }, { payload: 'b@x' }, { payload: 'c@x' }]);
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      queues: {
+        tx: {
+          batch: { size: 3, waitMs: 5000 },
+          handler: async (jobs: BatchJobContext<string>[]) => {
+            await jobs[0]!.transaction(async (client) => {
+              for (const job of jobs) {
+                await client.query(`INSERT INTO "${lh.schema}".sent VALUES ($1, $2)`, [job.id, job.payload]);
+              }
+              return jobs.map((job) => ({ to: job.payload }));
+            });
+          },
+        },
+      },
+    });
+    const flushed: string[] = [];
+    worker.on('flushed', (info) => flushed.push(info.operation));
+    await started(worker);
+    await waitFor(() => worker.counters.completed === 3, { what: 'three completions' });
+    const jobs = await Promise.all(ids.map((id) => lh.getJob(id)));
+    expect(jobs.map((job) => [job?.status, job?.result])).toEqual([
+      ['succeeded', { to: 'a@x' }],
+      ['succeeded', { to: 'b@x' }],
+      ['succeeded', { to: 'c@x' }],
+    ]);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM "${lh.schema}".sent`)).rows[0].n).toBe(3);
+    expect(flushed).not.toContain('complete'); // the transaction completed them, not the batcher
+  });
+
+  it("job.transaction in a batch: one refused completion rolls back everyone's, and the others stay held", async () => {
+    const lh = await migratedClient({ backoff: { baseMs: 3_600_000, maxMs: 3_600_000 } });
+    const pool = testPool();
+    await pool.query(`CREATE TABLE "${lh.schema}".sent (job_id bigint PRIMARY KEY)`);
+    const { ids } = await lh.enqueueMany('txlost', [{ payload: 0 }, { payload: 1 }, { payload: 2 }]);
+    const running = deferred();
+    const gate = deferred();
+    let thrown: unknown;
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      queues: {
+        txlost: {
+          leaseMs: 60_000,
+          batch: { size: 3, waitMs: 5000 },
+          handler: async (jobs: BatchJobContext[]) => {
+            running.resolve();
+            await gate.promise;
+            try {
+              await jobs[0]!.transaction(async (client) => {
+                for (const job of jobs)
+                  await client.query(`INSERT INTO "${lh.schema}".sent VALUES ($1)`, [job.id]);
+              });
+            } catch (err) {
+              thrown = err;
+              throw err;
+            }
+          },
+        },
+      },
+    });
+    worker.on('leaseLost', () => {});
+    await started(worker);
+    await running.promise;
+    // Another claim takes the middle job over: its fence moves on.
+    await pool.query(
+      `UPDATE "${lh.schema}".jobs SET lease_token = lease_token + 1, lease_owner = 'someone-else' WHERE id = $1`,
+      [ids[1]],
+    );
+    gate.resolve();
+    await waitFor(() => worker.activeCount === 0, { what: 'the batch ended' });
+    expect(thrown).toBeInstanceOf(LeaseLostError);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM "${lh.schema}".sent`)).rows[0].n).toBe(0);
+    const jobs = await Promise.all(ids.map((id) => lh.getJob(id)));
+    // The refused one is the other owner's; the two still held failed by the rethrown error's rules.
+    expect(jobs.map((job) => [job?.status, job?.leaseOwner])).toEqual([
+      ['pending', null],
+      ['running', 'someone-else'],
+      ['pending', null],
+    ]);
+    expect(worker.counters).toMatchObject({ completed: 0, retried: 2, lost: 1 });
+    expect((await lh.leaseRefusals()).map((r) => [r.operation, r.count])).toEqual([['complete', 1]]);
   });
 
   it('refuses a bad batch option with a ValidationError naming it, before anything runs', async () => {
