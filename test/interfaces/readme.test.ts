@@ -51,6 +51,8 @@ describe('README examples', () => {
       'rate-limits',
       'dedupe-modes',
       'flows',
+      'batch-handlers',
+      'abort-reasons',
     ]);
   });
 
@@ -80,6 +82,10 @@ describe('README examples', () => {
         /throttle: true false true\ndebounce: 1 job, rev 3\nreplace: true stale complete: false\nsurvivor: enqueued deduplicated\nbatch: true \[ false, false \] 5\n/,
       'results-and-waiting':
         /result: https:\/\/cdn\.example\.com\/cat-256\.png\nkept: 12345\nJOB_DEAD NOT_FOUND\nWAIT_TIMEOUT\nAbortError\n/,
+      'batch-handlers':
+        /^sending 4 emails in one call\nsucceeded  true\ndead BAD_ADDRESS false\npending ERROR false\nsucceeded  true\n/,
+      'abort-reasons':
+        /^cancelled: clean up, no retry\naborted event: cancelled\nshutdown: it runs again later\naborted event: shutdown\ncancelled pending\n/,
       flows:
         /fetched (users|orders)\nfetched (users|orders)\nmerging users:succeeded orders:succeeded\nusers=succeeded orders=succeeded merge=succeeded/,
     };
