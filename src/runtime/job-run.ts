@@ -21,17 +21,20 @@ export interface RunHost {
   count(job: ActiveJob, result: OutcomeResult, detail?: OutcomeDetail): void;
 }
 
+/** The queue a job runs for: its options, and its slot accounting (a `QueueRunner`). */
+export interface RunQueue {
+  readonly config: ResolvedQueue;
+  /** The handler returned or threw; its outcome write is now in flight. */
+  handlerSettled(): void;
+}
+
 /**
  * Runs one job's handler and writes its outcome: the payload checked against the task's schema
  * (tasks with one only), the handler traced, then a completion with its result or a failure by the
- * error's class. `settled` runs once the handler returned or threw, before the write is answered.
+ * error's class. The queue hears once the handler returned or threw, before the write is answered.
  */
-export async function runOne(
-  host: RunHost,
-  job: ActiveJob,
-  config: ResolvedQueue,
-  settled: () => void,
-): Promise<void> {
+export async function runOne(host: RunHost, job: ActiveJob, q: RunQueue): Promise<void> {
+  const { config } = q;
   let outcome: Promise<OutcomeResult> | null;
   const detail: OutcomeDetail = {};
   try {
@@ -44,7 +47,7 @@ export async function runOne(
     outcome = failOutcome(host, job, config, err, detail);
   }
   job.settled = true;
-  settled();
+  q.handlerSettled();
   if (outcome) host.count(job, await outcome, detail);
 }
 

@@ -339,7 +339,9 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   #start(q: QueueRunner, row: ClaimedRow, claimSentAt: number): void {
     const { config } = q;
-    const job = new (config.batch ? BatchItem : ActiveJob)(
+    // A queue without `batch` reads one null here and nothing else of batches.
+    const batch = config.batch === null ? undefined : this.#batches.get(q);
+    const job = new (batch ? BatchItem : ActiveJob)(
       leaseFromRow(row, config.name, this.owner),
       `${this.#context.schema}:${row.id}`,
       claimSentAt,
@@ -350,10 +352,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     );
     job.plain = row.plain === true;
     this.#keeper.track(job, config);
-    const batch = this.#batches.get(q);
-    const run = (
-      batch ? batch.add(job as BatchItem) : runOne(this.#runHost, job, config, () => q.handlerSettled())
-    ).finally(() => {
+    const run = (batch ? batch.add(job as BatchItem) : runOne(this.#runHost, job, q)).finally(() => {
       this.#keeper.untrack(job);
       this.#runs.delete(job);
       q.outcomeAnswered();
