@@ -40,8 +40,10 @@ export class BatchRunner {
   constructor(
     private readonly host: RunHost,
     private readonly config: ResolvedQueue & { batch: ResolvedBatch },
-    /** Called once per job when the batch's handler returned or threw (the slot's write is then in flight). */
-    private readonly handlerSettled: () => void,
+    /** Told once per job when the batch's handler returned or threw (the slot's write is then in flight). */
+    private readonly queue: { handlerSettled(): void },
+    /** Stops renewing a job settled alone while its batch runs on (its lease ends with its outcome). */
+    private readonly release: (item: BatchItem) => void,
   ) {}
 
   /** Adds a started job to the next batch; resolves once its outcome is answered and counted. */
@@ -123,7 +125,7 @@ export class BatchRunner {
     } finally {
       for (const { item } of batch) {
         item.settled = true;
-        this.handlerSettled();
+        this.queue.handlerSettled();
       }
     }
     await Promise.all(
@@ -155,6 +157,7 @@ export class BatchRunner {
 
   // `fail` or `retry` inside the handler: this item's failure is written now, and counted when answered.
   async #settleAlone(item: BatchItem, error: unknown, classifyAs: unknown): Promise<OutcomeResult> {
+    this.release(item); // a renewal after its failure is written would only be refused
     const { outcome, detail } = this.#failed(item, error, classifyAs);
     if (outcome === null) return 'lost'; // reportOutcome counted it: the lease was gone
     const result = await outcome;

@@ -113,8 +113,8 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       const q = new QueueRunner(config, host, slotPool);
       this.#queues.set(config.name, q);
       const { batch } = config;
-      if (batch)
-        this.#batches.set(q, new BatchRunner(this.#runHost, { ...config, batch }, () => q.handlerSettled()));
+      const release = (job: ActiveJob) => this.#keeper.untrack(job);
+      if (batch) this.#batches.set(q, new BatchRunner(this.#runHost, { ...config, batch }, q, release));
     }
     this.#outage = new OutageReport(this.owner, ctx.pool, this, () => this.#wakeAll());
     const reportError = (err: unknown) => this.#outage.report(err);

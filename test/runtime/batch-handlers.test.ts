@@ -248,6 +248,44 @@ describe('batch handlers', () => {
     expect(worker.counters.lost).toBe(0);
   });
 
+  it('a job settled alone is no longer renewed while its batch runs on: no refused renewal, no lost lease', async () => {
+    const lh = await migratedClient({ backoff: { baseMs: 3_600_000, maxMs: 3_600_000 } });
+    const pool = testPool();
+    const { ids } = await lh.enqueueMany('alone', [{ payload: 0 }, { payload: 1 }]);
+    const losses: unknown[] = [];
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      queues: {
+        alone: {
+          leaseMs: 600,
+          batch: { size: 2, waitMs: 5000 },
+          handler: async (jobs: BatchJobContext[]) => {
+            await jobs[0]!.retry(new Error('later'));
+            // Runs on for several renewals of the other job.
+            await waitFor(
+              async () => {
+                const { rows } = await pool.query(
+                  `SELECT lease_extensions FROM "${lh.schema}".jobs WHERE id = $1`,
+                  [ids[1]],
+                );
+                return rows[0].lease_extensions >= 3;
+              },
+              { what: 'the other job renewed three times' },
+            );
+          },
+        },
+      },
+    });
+    worker.on('leaseLost', (_job, loss) => losses.push(loss));
+    await started(worker);
+    await waitFor(() => worker.activeCount === 0 && worker.counters.completed === 1, {
+      what: 'the batch ended',
+    });
+    expect(worker.counters).toMatchObject({ retried: 1, completed: 1, lost: 0 });
+    expect(losses).toEqual([]);
+    expect(await lh.leaseRefusals()).toEqual([]);
+  });
+
   it('a task takes batch too: the payloads are checked against its schema, and a mismatch fails alone', async () => {
     const lh = await migratedClient({ backoff: noBackoff });
     const schema = z.object({ to: z.string() });
