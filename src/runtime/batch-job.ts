@@ -1,7 +1,6 @@
 import { LeaseholdError, ValidationError } from '../errors.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import type { BatchJobContext } from './batch-options.js';
-import { runBatchTransaction } from './batch-transaction.js';
 import { ActiveJob, type EffectStore, type JobTransaction } from './job-context.js';
 import { RetryableError } from './job-errors.js';
 import type { OutcomeResult } from './worker-events.js';
@@ -26,11 +25,14 @@ export class BatchItem extends ActiveJob implements BatchJobContext {
    * In a batch, one transaction for the whole batch: `fn`'s writes and the completions of every job
    * of the batch not yet settled, all accepted and committed or none (see batch-transaction.ts).
    */
-  override readonly transaction = ((fn: (tx: unknown) => unknown, options?: never) => {
+  override readonly transaction = (async (fn: (tx: unknown) => unknown, options?: never) => {
     if (this.#batch === null) {
-      return Promise.reject(new LeaseholdError('JOB_STATE', `job ${this.id} is not in a running batch`));
+      throw new LeaseholdError('JOB_STATE', `job ${this.id} is not in a running batch`);
     }
-    return runBatchTransaction(this.#batch.jobs, this.#batch.store, fn, options);
+    const { jobs, store } = this.#batch;
+    // Loaded on first use: a batch that never opens a transaction does not load it.
+    const { runBatchTransaction } = await import('./batch-transaction.js');
+    return runBatchTransaction(jobs, store, fn, options);
   }) as JobTransaction;
 
   /** Joins the batch its handler is about to get. */
