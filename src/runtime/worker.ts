@@ -15,7 +15,7 @@ import { IdleRun, type IdleRunLimits, type IdleRunResult, resolveIdleRunLimits }
 import { type AbortReason, ActiveJob, type EffectStore, jobStore } from './job-context.js';
 import { type RunHost, runOne } from './job-run.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { type LeaseLossReason, lossReasonOf, reportLossOnce } from './lease-loss.js';
+import { explainLostOutcome, type LeaseLossReason, reportLossOnce } from './lease-loss.js';
 import { WakeupListener } from './listener.js';
 import {
   type ResolvedQueue,
@@ -380,7 +380,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   #count(job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail = {}): void {
     countOutcome(this.counters, result);
-    if (result === 'lost') this.#reportLoss(job, lossReasonOf(job));
+    if (result === 'lost') {
+      const cancelled = () => {
+        job.abort('cancelled'); // late: the handler has returned, but the events say why it ended
+        this.#onAborted(job, 'cancelled');
+      };
+      explainLostOutcome(job, this.#context, (reason) => this.#reportLoss(job, reason), cancelled);
+    }
     this.emit('outcome', job, result, detail);
   }
 

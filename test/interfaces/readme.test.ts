@@ -83,7 +83,7 @@ describe('README examples', () => {
       'results-and-waiting':
         /result: https:\/\/cdn\.example\.com\/cat-256\.png\nkept: 12345\nJOB_DEAD NOT_FOUND\nWAIT_TIMEOUT\nAbortError\n/,
       'batch-handlers':
-        /^sending 4 emails in one call\nsucceeded  true\ndead BAD_ADDRESS false\npending ERROR false\nsucceeded  true\n/,
+        /^sending 4 emails in one call\nsucceeded {2}true\ndead BAD_ADDRESS false\npending ERROR false\nsucceeded {2}true\n/,
       'abort-reasons':
         /^cancelled: clean up, no retry\naborted event: cancelled\nshutdown: it runs again later\naborted event: shutdown\ncancelled pending\n/,
       flows:

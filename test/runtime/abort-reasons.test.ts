@@ -81,6 +81,38 @@ describe("why a handler was stopped: its signal's reason", () => {
     });
   });
 
+  it('a cancel that lands before the next renewal is told apart from a lost lease when the completion is refused', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const { id } = await lh.enqueue('quick', {});
+    const running = deferred();
+    const gate = deferred();
+    const aborted: AbortReason[] = [];
+    const losses: unknown[] = [];
+    const worker = lh.worker({
+      recoveryIntervalMs: 0,
+      queues: {
+        quick: {
+          leaseMs: 60_000, // no renewal comes before the handler returns
+          handler: async () => {
+            running.resolve();
+            await gate.promise;
+          },
+        },
+      },
+    });
+    worker.on('aborted', (_job, reason) => aborted.push(reason));
+    worker.on('leaseLost', (_job, loss) => losses.push(loss));
+    await started(worker);
+    await running.promise;
+    await lh.cancel(id, { reason: 'too late for this one' });
+    gate.resolve();
+    await waitFor(() => worker.counters.cancelled === 1, { what: 'the run counted as cancelled' });
+    expect(aborted).toEqual(['cancelled']);
+    expect(worker.counters).toMatchObject({ completed: 0, lost: 1 }); // its completion was refused
+    expect(losses).toEqual([]);
+    expect((await lh.getJob(id))?.status).toBe('cancelled');
+  });
+
   it('a lease taken over by another claim aborts with LEASE_LOST', async () => {
     const lh = await migratedClient({ backoff: noBackoff });
     const pool = testPool();

@@ -203,7 +203,10 @@ describe('batch handlers', () => {
     gate.resolve();
     await waitFor(() => worker.counters.lost === 3, { what: 'three refused completions' });
     expect(worker.counters.completed).toBe(0);
+    // Refused while this process thought them held: one read tells a lost lease from a cancel first.
+    await waitFor(() => losses.length === 3, { what: 'three lost leases reported' });
     expect(losses).toEqual(['refused', 'refused', 'refused']);
+    expect(worker.counters.cancelled).toBe(0);
     for (const id of ids) {
       const job = await lh.getJob(id, { history: true });
       expect(job).toMatchObject({ status: 'running', leaseOwner: 'new', attemptCount: 2 });
