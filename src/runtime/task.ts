@@ -2,7 +2,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { ValidationError } from '../errors.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertQueueName } from '../validation.js';
-import type { BatchHandler, BatchOptions } from './batch-options.js';
+import { type BatchHandler, type BatchOptions, resolveBatch } from './batch-options.js';
 import type { JobContext } from './job-context.js';
 import { KNOWN_QUEUE_KEYS, type QueueOptions, type WorkerQueueSettings, type WorkerTask } from './options.js';
 import { isStandardSchema } from './payload-schema.js';
@@ -91,6 +91,7 @@ export function defineTask(
   if (typeof options.handler !== 'function') {
     throw new ValidationError('options.handler', `task ${name}: must be an async function (job) => ...`);
   }
+  resolveBatch(options.batch, 'options.batch'); // a bad batch is refused here, not first at the worker
   const { schema, ...queue } = options;
   if (schema !== undefined && !isStandardSchema(schema)) {
     throw new ValidationError(

@@ -422,6 +422,8 @@ describe('batch handlers', () => {
       expect(err, JSON.stringify(batch)).toBeInstanceOf(ValidationError);
       expect((err as ValidationError).field).toBe(field);
     }
+    // defineTask refuses a bad batch at once, naming it.
+    expect(() => defineTask('t', { batch: { size: 0 }, handler })).toThrow(/options\.batch\.size/);
     // concurrency counts jobs: fewer than a batch's size could never fill one.
     expect(() => lh.worker({ queues: { q: { handler, batch: { size: 10 }, concurrency: 5 } } })).toThrow(
       ValidationError,
