@@ -302,5 +302,11 @@ export function abortError(jobId: string, reason: AbortReason): Error {
       `job ${jobId} was stopped at shutdown and handed back to run again`,
     );
   }
-  return new LeaseLostError(`leasehold: job ${jobId} aborted (${reason}): its lease is no longer held`);
+  const why =
+    reason === 'max-runtime'
+      ? 'it ran past its maximum runtime and was recorded as a retryable time-out'
+      : reason === 'lease-deadline'
+        ? 'its lease was not renewed in time'
+        : 'its lease was taken over (an extension was refused)';
+  return new LeaseLostError(`job ${jobId} was stopped (${reason}): ${why}`);
 }
