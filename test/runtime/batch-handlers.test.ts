@@ -154,7 +154,7 @@ describe('batch handlers', () => {
       pollIntervalMs: 50,
       queues: {
         partial: {
-          batch: { size: 50, waitMs: 2000 },
+          batch: { size: 50, waitMs: 4000 }, // long enough for a loaded machine to claim the second job
           handler: async (jobs: BatchJobContext[]) => {
             sizes.push(jobs.length);
           },
