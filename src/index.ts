@@ -121,6 +121,8 @@ export { WORKER_DEFAULTS } from './runtime/options.js';
 export type { OutcomeResult } from './runtime/outcome-batcher.js';
 export type {
   AnyTask,
+  BatchTaskOptions,
+  SingleTaskOptions,
   Task,
   TaskHandler,
   TaskOptions,
