@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/lib/environment.mjs';
 import { Leasehold } from '../dist/index.js';
+import { batchFacts, batchInvariants } from './batches.mjs';
 import { check } from './checker.mjs';
 import { skewRecord } from './faults.mjs';
 import { checkFlows, flowInvariants } from './flows-checker.mjs';
@@ -109,6 +110,7 @@ async function main() {
       maxAttempts: options.maxAttempts,
       txnLoops: 2,
       backoff: BACKOFF,
+      batchSize: Math.min(options.batchSize, options.concurrency),
       // Each worker could run the whole cap and more: only the queue's limit keeps them within it.
       limited:
         options.limitedJobs > 0
@@ -231,6 +233,11 @@ async function main() {
     if (options.flowPct > 0) {
       facts.flows = await checkFlows(admin);
       rules.push(...flowInvariants(facts.flows));
+    }
+    // The batch workload (--batch-size): it batched, within the size; as reported by every worker.
+    if (options.batchSize > 0) {
+      facts.batches = batchFacts(everyWorker);
+      rules.push(...batchInvariants(facts.batches, Math.min(options.batchSize, options.concurrency)));
     }
     console.log('');
     console.log(formatReport(facts, rules, run));

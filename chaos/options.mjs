@@ -28,6 +28,8 @@ const INTEGER_FLAGS = {
   'limited-concurrency': [3, 1, 100],
   // Percent of the produced units that are flows (a diamond, or 1 -> 8 -> 1) instead of single jobs.
   'flow-pct': [0, 0, 100],
+  // The batch workload: the workers' `chaos` queue runs a batch handler of up to this many jobs (0: off).
+  'batch-size': [0, 0, 200],
 };
 
 const USAGE = `Usage: npm run chaos -- [flags]
@@ -45,7 +47,11 @@ served by every worker): the checker then proves no --rate-per-ms window held mo
 starts (claims, and handler starts), the limit was reached, and no more than --limited-concurrency
 leases were live or handlers ran at once (a handler past its lease excepted).
 --flow-pct N makes N% of the produced units flows (lh.enqueueFlow: a diamond, or 1 -> 8 -> 1):
-the checker then also proves every child ran after all its parents succeeded. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
+the checker then also proves every child ran after all its parents succeeded.
+--batch-size N serves the workers' queue with a batch handler of up to N jobs (at most
+--concurrency): each job's work runs side by side in one call, a job whose run failed is settled
+alone (job.fail), the counter bumps of a batch commit in one job.transaction with every completion
+of the batch, and the rest complete together; every invariant is judged as for single handlers. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
 
 /** Parses argv (without node and script) into options; exits with usage on a bad flag. */
 export function parseOptions(argv) {

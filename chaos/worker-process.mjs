@@ -63,12 +63,15 @@ async function start(config) {
   };
   state.txnOwner = `${owner}:txn`;
   state.txnStats = { completed: 0, refused: 0, errors: 0 };
+  state.batchStats = { calls: 0, jobs: 0, largest: 0, multi: 0 };
 
   const worker = lh.worker({
     owner,
     queues: {
       chaos: {
-        handler: (job) => runHandler(job),
+        ...(config.batchSize > 0
+          ? { handler: (jobs) => runBatch(jobs), batch: { size: config.batchSize, waitMs: 20 } }
+          : { handler: (job) => runHandler(job) }),
         concurrency: config.concurrency,
         ...(!config.libraryDefaults && { leaseMs: config.leaseMs, renew: 'progress' }),
         unknownErrorAttempts: config.maxAttempts,
@@ -140,6 +143,7 @@ function sendStatus() {
     listenerPid: state.worker.listenerPid,
     counters: { ...state.worker.counters },
     txn: { ...state.txnStats },
+    batches: { ...state.batchStats },
   });
 }
 
@@ -164,7 +168,35 @@ async function recordStart(job, owner, queue) {
   }
 }
 
-async function runHandler(job, queue = 'chaos') {
+// The batch workload (--batch-size): every job of the batch runs the ordinary handler side by side.
+// A job whose run threw is settled alone (job.fail: retried by the same rules); the counter bumps of
+// the jobs that ran commit in one job.transaction together with every completion of the batch (all
+// or none: a refused one rolls every bump back, and the throw retries the others); otherwise the
+// batch resolves and its completions go in one fenced statement.
+async function runBatch(jobs) {
+  const stats = state.batchStats;
+  stats.calls++;
+  stats.jobs += jobs.length;
+  stats.largest = Math.max(stats.largest, jobs.length);
+  if (jobs.length > 1) stats.multi++;
+  const runs = await Promise.allSettled(jobs.map((job) => runHandler(job, 'chaos', true)));
+  await Promise.all(
+    runs.map((run, i) => (run.status === 'rejected' ? jobs[i].fail(run.reason).catch(() => {}) : null)),
+  );
+  const counted = jobs.filter((job, i) => runs[i].status === 'fulfilled' && job.payload.mode === 'counter');
+  if (counted.length === 0) return;
+  await jobs[0].transaction(async (client) => {
+    for (const job of counted) {
+      await client.query(
+        `INSERT INTO chaos.counters (job_id, n, token) VALUES ($1, 1, $2)
+         ON CONFLICT (job_id) DO UPDATE SET n = chaos.counters.n + 1, token = excluded.token`,
+        [job.id, job.token],
+      );
+    }
+  });
+}
+
+async function runHandler(job, queue = 'chaos', batched = false) {
   const { ledger, owner } = state;
   const claimId = claimIdOf(job);
   const ref = {
@@ -205,7 +237,9 @@ async function runHandler(job, queue = 'chaos') {
     // A handler that honours its lease: no downstream call once the lease is gone.
     if (!(await job.progress())) throw new Error('the lease was lost before the downstream call');
     if (job.payload.mode === 'counter') {
-      // The bump commits with the job's fenced completion or not at all (job.transaction).
+      // The bump commits with the job's fenced completion or not at all (job.transaction); in a
+      // batch, with the whole batch's (runBatch).
+      if (batched) return;
       await job.transaction((client) =>
         client.query(
           `INSERT INTO chaos.counters (job_id, n, token) VALUES ($1, 1, $2)

@@ -30,6 +30,8 @@ export const TRANSITIONS = [
   { name: 'dedupe replace', fenced: true },
   { name: 'schedule tick', fenced: false },
   { name: 'plain completion', fenced: true },
+  { name: 'batch handler', fenced: true },
+  { name: 'abort reason', fenced: false },
 ];
 
 /** Why .ci/run runs a subset: each mutant is a vitest run of its own (8-47 s on a loaded machine). */
@@ -428,6 +430,33 @@ export const MUTANTS = [
     find: 'WHERE name = $1 AND revision = $2::bigint AND NOT paused',
     replace: 'WHERE name = $1',
     tests: ['scheduler', 'schedules'],
+  },
+  // Batch handlers (src/runtime/batch-runner.ts, src/runtime/batch-transaction.ts).
+  {
+    name: 'batch-transaction-partial-commit',
+    covers: 'batch handler',
+    file: 'src/runtime/batch-transaction.ts',
+    find: 'if (accepted === null || accepted.size < items.length) throw REFUSED;',
+    replace: 'if (accepted === null) throw REFUSED;',
+    tests: ['batch-handlers'],
+    ci: true,
+  },
+  {
+    name: 'batch-results-dropped',
+    covers: 'batch handler',
+    file: 'src/runtime/batch-runner.ts',
+    find: 'this.#completed(item, (value as readonly unknown[] | undefined)?.[i])',
+    replace: 'this.#completed(item, undefined)',
+    tests: ['batch-handlers'],
+  },
+  // Why a handler was stopped (src/runtime/lease-keeper.ts).
+  {
+    name: 'abort-cancel-read-as-lease-lost',
+    covers: 'abort reason',
+    file: 'src/runtime/lease-keeper.ts',
+    find: "cancelled.has(leaseKey(job.lease)) ? 'cancelled' : 'lease-lost'",
+    replace: "'lease-lost'",
+    tests: ['abort-reasons', 'cancel-pause'],
   },
 ];
 // biome-ignore-end lint/suspicious/noTemplateCurlyInString: the source texts, searched for as written

@@ -21,7 +21,9 @@ export type LeaseholdErrorCode =
   | 'WAIT_TIMEOUT'
   | 'WAIT_ABORTED'
   | 'CLIENT_CLOSED'
-  | 'QUEUE_NOT_FOUND';
+  | 'QUEUE_NOT_FOUND'
+  | 'CANCELLED'
+  | 'SHUTDOWN';
 
 /** Base class of every error Leasehold raises. */
 export class LeaseholdError extends Error {
@@ -283,6 +285,8 @@ export interface LeaseholdErrorByCode {
   WAIT_ABORTED: WaitAbortedError;
   CLIENT_CLOSED: ClientClosedError;
   QUEUE_NOT_FOUND: QueueNotFoundError;
+  CANCELLED: LeaseholdError;
+  SHUTDOWN: LeaseholdError;
 }
 
 /** Every code, once: `isLeaseholdError` accepts only these (an object with another `code` is not ours). */
@@ -302,6 +306,8 @@ export const KNOWN_CODES: Readonly<Record<LeaseholdErrorCode, true>> = {
   WAIT_ABORTED: true,
   CLIENT_CLOSED: true,
   QUEUE_NOT_FOUND: true,
+  CANCELLED: true,
+  SHUTDOWN: true,
 };
 
 /**

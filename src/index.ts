@@ -97,6 +97,12 @@ export type {
 } from './operations/stats.js';
 export type { ThrottleStats } from './operations/throttle-stats.js';
 export type { EnqueueAndWaitOptions, WaitForOptions, WaitForResult } from './operations/wait-for.js';
+export type {
+  BatchHandler,
+  BatchJobContext,
+  BatchOptions,
+} from './runtime/batch-options.js';
+export { MAX_BATCH_SIZE, MAX_BATCH_WAIT_MS } from './runtime/batch-options.js';
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
@@ -105,11 +111,23 @@ export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } fro
 export { RESULT_ERROR_CODES } from './runtime/job-output.js';
 export type { JobTransactionOptions, TransactionAdapter } from './runtime/job-transaction.js';
 export type { LeaseLoss, LeaseLossReason } from './runtime/lease-loss.js';
-export type { JobHandler, QueueOptions, RenewPolicy, WorkerOptions, WorkerTask } from './runtime/options.js';
+export type {
+  BatchQueueOptions,
+  JobHandler,
+  QueueHandler,
+  QueueOptions,
+  RenewPolicy,
+  SingleQueueOptions,
+  WorkerOptions,
+  WorkerQueueSettings,
+  WorkerTask,
+} from './runtime/options.js';
 export { WORKER_DEFAULTS } from './runtime/options.js';
 export type { OutcomeResult } from './runtime/outcome-batcher.js';
 export type {
   AnyTask,
+  BatchTaskOptions,
+  SingleTaskOptions,
   Task,
   TaskHandler,
   TaskOptions,

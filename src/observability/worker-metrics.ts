@@ -116,6 +116,12 @@ export function createWorkerMetrics(
       'Leases this worker lost or let lapse while the handler ran (extension refused or not answered in time)',
       ['queue', 'reason'],
     ),
+    cancelledRuns: counter(
+      registry,
+      'leasehold_cancelled_runs_total',
+      'Running jobs an operator or API cancel stopped (their handler saw CANCELLED, not a lost lease)',
+      ['queue'],
+    ),
     stuck: counter(
       registry,
       'leasehold_stuck_handlers_total',
@@ -185,6 +191,7 @@ export function createWorkerMetrics(
   const onAborted = (job: { queue: string }, reason: AbortReason) => {
     if (reason === 'lease-lost' || reason === 'lease-deadline')
       m.heartbeatFailures.inc({ queue: job.queue, reason });
+    else if (reason === 'cancelled') m.cancelledRuns.inc({ queue: job.queue });
   };
   const onStuck = (job: { queue: string }) => m.stuck.inc({ queue: job.queue });
   const onRecovered = (result: { retried: number; dead: number }) => {

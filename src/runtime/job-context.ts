@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { ValidationError } from '../errors.js';
+import { LeaseholdError, LeaseLostError, ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
 import { readParents } from '../storage/flow-read.js';
@@ -37,8 +37,12 @@ export interface JobParent {
   result: unknown;
 }
 
-/** Why a running job's signal was aborted. */
-export type AbortReason = 'lease-lost' | 'lease-deadline' | 'max-runtime' | 'shutdown';
+/**
+ * Why a running job's signal was aborted: `cancelled` (an operator's or API cancel of the running
+ * job), `lease-lost` (an extension was refused: the lease was taken over), `lease-deadline` (not
+ * renewed in time), `max-runtime`, `shutdown` (the worker stopped past its grace period).
+ */
+export type AbortReason = 'cancelled' | 'lease-lost' | 'lease-deadline' | 'max-runtime' | 'shutdown';
 
 /** What a handler sees of the job it runs; `Payload` is a task's payload type (see `defineTask`). */
 export interface JobContext<Payload = unknown> {
@@ -58,7 +62,11 @@ export interface JobContext<Payload = unknown> {
   readonly owner: string;
   /** Stable across every attempt of this job: pass it to downstreams that deduplicate. */
   readonly idempotencyKey: string;
-  /** Aborted when the lease is lost or about to lapse, at the maximum runtime, or at shutdown. */
+  /**
+   * Aborted when the job is cancelled while it runs, its lease is lost or about to lapse, at the
+   * maximum runtime, or at shutdown. Its `reason` says which: a `LeaseholdError` with code
+   * `CANCELLED` or `SHUTDOWN`, else a `LeaseLostError` (`LEASE_LOST`).
+   */
   readonly signal: AbortSignal;
   /**
    * Reports progress, earning the next lease extension; false once the lease is lost. A `detail`
@@ -85,8 +93,8 @@ export interface JobContext<Payload = unknown> {
   parents(): Promise<JobParent[]>;
 }
 
-// The `with` of job.transaction's options, checked: an adapter from leasehold/kysely, /knex...
-function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
+/** The `with` of `job.transaction`'s options, checked: an adapter from leasehold/kysely, /knex... */
+export function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
   if (typeof options !== 'object' || options === null) {
     throw new ValidationError(
       'options',
@@ -280,6 +288,25 @@ export class ActiveJob implements JobContext {
   }
 
   #abortError(): Error {
-    return new Error(`leasehold: job ${this.id} aborted (${this.abortReason})`);
+    return abortError(this.id, this.abortReason ?? 'lease-lost');
   }
+}
+
+/** The `signal.reason` of a run aborted for `reason`: its code says a cancel, a shutdown, or a lost lease. */
+export function abortError(jobId: string, reason: AbortReason): Error {
+  if (reason === 'cancelled')
+    return new LeaseholdError('CANCELLED', `job ${jobId} was cancelled while it ran`);
+  if (reason === 'shutdown') {
+    return new LeaseholdError(
+      'SHUTDOWN',
+      `job ${jobId} was stopped at shutdown and handed back to run again`,
+    );
+  }
+  const why =
+    reason === 'max-runtime'
+      ? 'it ran past its maximum runtime and was recorded as a retryable time-out'
+      : reason === 'lease-deadline'
+        ? 'its lease was not renewed in time'
+        : 'its lease was taken over (an extension was refused)';
+  return new LeaseLostError(`job ${jobId} was stopped (${reason}): ${why}`);
 }

@@ -1,3 +1,4 @@
+import { cancelledClaims } from '../storage/cancelled-claims.js';
 import type { Queryable } from '../storage/db.js';
 import { leaseKey } from '../storage/fence.js';
 import { extendLeases } from '../storage/heartbeat.js';
@@ -9,7 +10,7 @@ const PROGRESS_SPACING_MS = 1000;
 
 /** Events the keeper reports to the worker. */
 export interface LeaseKeeperEvents {
-  /** A job's signal was aborted (lease lost, about to lapse, or past its maximum runtime). */
+  /** A job's signal was aborted (cancelled, lease lost, about to lapse, or past its maximum runtime). */
   aborted(job: ActiveJob, reason: AbortReason): void;
   /** A job was aborted but its handler has not returned after a grace period. */
   stuck(job: ActiveJob): void;
@@ -135,6 +136,7 @@ export class LeaseKeeper {
         this.schema,
         due.map(({ job, queue }, i) => ({ ...job.lease, leaseMs: queue.leaseMs, progress: details[i] })),
       );
+      const refused: ActiveJob[] = [];
       for (const { job, queue } of due) {
         const expiresAt = extended.get(leaseKey(job.lease));
         if (expiresAt) {
@@ -142,9 +144,10 @@ export class LeaseKeeper {
           job.lastRenewalSentAt = sentAt;
           job.deadline = sentAt + queue.leaseMs - this.marginFor(queue.leaseMs);
         } else {
-          this.#abort(job, 'lease-lost');
+          refused.push(job);
         }
       }
+      if (refused.length > 0) await this.#abortRefused(refused);
     } catch (err) {
       // The old deadlines still stand: if extensions keep failing, the jobs are aborted in time.
       due.forEach(({ job }, i) => {
@@ -156,6 +159,20 @@ export class LeaseKeeper {
       for (const { job } of due) job.renewing = false;
       this.#renewing = false;
     }
+  }
+
+  /**
+   * Aborts the runs whose extension was refused: `cancelled` for a claim a cancel ended (one read,
+   * only now that the fence refused), else `lease-lost` (also when that read fails).
+   */
+  async #abortRefused(refused: ActiveJob[]): Promise<void> {
+    const cancelled = await cancelledClaims(
+      this.db,
+      this.schema,
+      refused.map((job) => job.lease),
+    ).catch(() => new Set<string>());
+    for (const job of refused)
+      this.#abort(job, cancelled.has(leaseKey(job.lease)) ? 'cancelled' : 'lease-lost');
   }
 
   #abort(job: ActiveJob, reason: AbortReason): void {

@@ -1,3 +1,6 @@
+import { cancelledClaims } from '../storage/cancelled-claims.js';
+import type { Queryable } from '../storage/db.js';
+import { leaseKey } from '../storage/fence.js';
 import type { ActiveJob } from './job-context.js';
 
 /**
@@ -137,4 +140,26 @@ export function reportLossOnce(
   if (job.lossReported || config === undefined) return;
   job.lossReported = true;
   announceLeaseLoss(worker, job, describeLeaseLoss(job, config, reason, timerLateMs));
+}
+
+/**
+ * Says why a run's outcome came back `lost`: at once, unless the database refused a write this
+ * process still thought held (`refused`), which a cancel that came before the run's next renewal
+ * also causes: then one read (only then: never on the hot path) tells a cancel (`cancelled()`, no
+ * lost lease reported) from a lost lease (`report('refused')`, also when that read fails).
+ */
+export function explainLostOutcome(
+  job: ActiveJob,
+  store: { readonly pool: Queryable; readonly schema: string },
+  report: (reason: LeaseLossReason) => void,
+  cancelled: () => void,
+): void {
+  const reason = lossReasonOf(job);
+  if (reason !== 'refused' || job.lossReported) {
+    report(reason);
+    return;
+  }
+  void cancelledClaims(store.pool, store.schema, [job.lease])
+    .catch(() => new Set<string>())
+    .then((claims) => (claims.has(leaseKey(job.lease)) ? cancelled() : report(reason)));
 }

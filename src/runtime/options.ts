@@ -1,82 +1,42 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import {
-  assertLeaseMs,
-  type BackoffOptions,
-  DEFAULT_BACKOFF,
-  MAX_ATTEMPTS_LIMIT,
-  resolveBackoff,
-} from '../config.js';
+import { type BackoffOptions, DEFAULT_BACKOFF, resolveBackoff } from '../config.js';
 import { WORKER_DEFAULTS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertOwner, assertQueueName, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
-import type { JobContext } from './job-context.js';
+import { assertOwner, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
 import { type OutputLimits, resolveOutputLimits } from './job-output.js';
+import {
+  type JobHandler,
+  KNOWN_QUEUE_KEYS,
+  type QueueHandler,
+  type QueueOptions,
+  type ResolvedQueue,
+  resolveQueue,
+  type WorkerTask,
+} from './queue-options.js';
 
-/** A queue's handler: resolve to complete the job, throw to fail it. */
-export type JobHandler = (job: JobContext) => Promise<unknown>;
-
-/** How a running job earns lease extensions. */
-export type RenewPolicy = 'progress' | 'alive';
-
-/** Per-queue worker options. */
-export interface QueueOptions {
-  /** Runs one job. */
-  handler: JobHandler;
-  /** Jobs of this queue run at once in this worker (default 10). */
-  concurrency?: number;
-  /**
-   * Jobs to claim ahead into a local buffer beyond the free slots, fixed (0 to 5000). Unset
-   * (default): adaptive, from 0 up to what the queue finishes in a quarter of its lease at the
-   * observed rate (see `src/runtime/claim-sizer.ts`). Buffered jobs hold leases while they wait; a
-   * job that waited longer than half its lease is handed back unstarted.
-   */
-  prefetch?: number;
-  /** Lease length in ms (default 30 s); renewed while the job earns it (see `renew`). */
-  leaseMs?: number;
-  /**
-   * Longest a single run may take, whatever its renewals (default 15 min, pg-boss's default
-   * expiry): the bound on how long a handler that hangs without blocking keeps its job.
-   */
-  maxRuntimeMs?: number;
-  /**
-   * `alive` (default): renew while the handler's promise is pending, up to `maxRuntimeMs`;
-   * `progress` (stricter): renew only after `job.progress()`, so a handler stuck in an endless
-   * await loses its lease within one lease length.
-   */
-  renew?: RenewPolicy;
-  /** Caps the attempts of this queue's jobs below what each job allows. */
-  maxAttempts?: number;
-  /** Attempts allowed for unclassified errors (default 3): less than for RetryableError. */
-  unknownErrorAttempts?: number;
-  /** Backoff for this queue's retries; defaults to the client's. */
-  backoff?: BackoffOptions;
-  /**
-   * Share of the worker's `slots` while this queue has pending work, relative to the other queues'
-   * weights (1 to 1000, default 1). Needs `slots`; `concurrency` still caps the queue.
-   */
-  weight?: number;
-}
-
-/** What a worker needs of a task made by `defineTask`: its name (the queue), options and schema. */
-export interface WorkerTask {
-  /** The task's name, which is the name of its queue. */
-  readonly name: string;
-  /** Its handler and queue options, as a queue given by name would have them. */
-  readonly queue: QueueOptions;
-  /** Its payload validator; undefined when the task has none. */
-  readonly schema: StandardSchemaV1 | undefined;
-}
+export type {
+  BatchQueueOptions,
+  JobHandler,
+  QueueHandler,
+  QueueOptions,
+  RenewPolicy,
+  ResolvedQueue,
+  SingleQueueOptions,
+  WorkerQueueSettings,
+  WorkerTask,
+} from './queue-options.js';
+export { KNOWN_QUEUE_KEYS } from './queue-options.js';
 
 /** Options of `lh.worker()`. */
 export interface WorkerOptions {
   /** Lease owner name; default hostname:pid:random, unique per worker. */
   owner?: string;
   /** Queue name to its handler and options (with `tasks`, or alone). */
-  queues?: Record<string, QueueOptions | JobHandler>;
+  queues?: Record<string, QueueOptions | QueueHandler>;
   /** Tasks made by `defineTask`, each run on the queue of its name (with `queues`, or alone). */
   tasks?: readonly WorkerTask[];
   /** Claim from the table at least this often even without notifications (default 1000 ms). */
@@ -145,24 +105,6 @@ export interface WorkerOptions {
 
 export { WORKER_DEFAULTS } from '../defaults.js';
 
-/** Validated options of one queue. */
-export interface ResolvedQueue {
-  name: string;
-  handler: JobHandler;
-  concurrency: number;
-  /** Fixed read-ahead; null when adaptive (the default). */
-  prefetch: number | null;
-  leaseMs: number;
-  maxRuntimeMs: number;
-  renew: RenewPolicy;
-  maxAttempts: number | null;
-  unknownErrorAttempts: number;
-  backoff: Required<BackoffOptions>;
-  weight: number;
-  /** The task's payload validator, run on each claimed payload; null for a queue without one. */
-  schema: StandardSchemaV1 | null;
-}
-
 /** Validated worker options. */
 export interface ResolvedWorkerOptions extends OutputLimits {
   owner: string;
@@ -205,20 +147,6 @@ export const KNOWN_WORKER_KEYS = [
   'maxResultBytes',
   'maxProgressBytes',
 ];
-/** Option names a queue (and so a task) takes. */
-export const KNOWN_QUEUE_KEYS = [
-  'handler',
-  'concurrency',
-  'prefetch',
-  'leaseMs',
-  'maxRuntimeMs',
-  'renew',
-  'maxAttempts',
-  'unknownErrorAttempts',
-  'backoff',
-  'weight',
-];
-
 /** A default owner name, unique per call: hostname:pid:random. */
 export function defaultOwner(): string {
   return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -332,59 +260,4 @@ function queueEntries(options: WorkerOptions): QueueEntry[] {
   if (entries.length === 0)
     throw new ValidationError('queues', 'name at least one queue and its handler, or a task');
   return entries;
-}
-
-function resolveQueue(
-  name: string,
-  value: QueueOptions | JobHandler,
-  clientBackoff: Required<BackoffOptions>,
-  schema: StandardSchemaV1 | null = null,
-): ResolvedQueue {
-  assertQueueName(name, `queues.${name}`);
-  const queue: QueueOptions = typeof value === 'function' ? { handler: value } : value;
-  const field = `queues.${name}`;
-  if (typeof queue !== 'object' || queue === null || typeof queue.handler !== 'function') {
-    throw new ValidationError(`${field}.handler`, 'must be an async function (job) => ...');
-  }
-  rejectUnknownOptions(queue, KNOWN_QUEUE_KEYS, field);
-  const leaseMs =
-    queue.leaseMs === undefined ? WORKER_DEFAULTS.leaseMs : assertLeaseMs(queue.leaseMs, `${field}.leaseMs`);
-  if (leaseMs < 100)
-    throw new ValidationError(`${field}.leaseMs`, 'must be at least 100 ms for a worker to renew it');
-  const renew = queue.renew ?? WORKER_DEFAULTS.renew;
-  if (renew !== 'progress' && renew !== 'alive') {
-    throw new ValidationError(`${field}.renew`, "must be 'progress' or 'alive'");
-  }
-  return {
-    name,
-    handler: queue.handler,
-    concurrency: optionalInt(queue.concurrency, `${field}.concurrency`, 1, 1000, WORKER_DEFAULTS.concurrency),
-    prefetch:
-      queue.prefetch === undefined
-        ? WORKER_DEFAULTS.prefetch
-        : optionalInt(queue.prefetch, `${field}.prefetch`, 0, 5000, 0),
-    leaseMs,
-    maxRuntimeMs: optionalInt(
-      queue.maxRuntimeMs,
-      `${field}.maxRuntimeMs`,
-      1,
-      7 * 86_400_000,
-      WORKER_DEFAULTS.maxRuntimeMs,
-    ),
-    renew,
-    maxAttempts:
-      queue.maxAttempts === undefined
-        ? null
-        : optionalInt(queue.maxAttempts, `${field}.maxAttempts`, 1, MAX_ATTEMPTS_LIMIT, 1),
-    unknownErrorAttempts: optionalInt(
-      queue.unknownErrorAttempts,
-      `${field}.unknownErrorAttempts`,
-      1,
-      MAX_ATTEMPTS_LIMIT,
-      WORKER_DEFAULTS.unknownErrorAttempts,
-    ),
-    backoff: resolveBackoff(queue.backoff, `${field}.backoff`, clientBackoff),
-    weight: optionalInt(queue.weight, `${field}.weight`, 1, 1000, WORKER_DEFAULTS.weight),
-    schema,
-  };
 }

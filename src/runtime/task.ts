@@ -2,18 +2,34 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { ValidationError } from '../errors.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertQueueName } from '../validation.js';
+import { type BatchHandler, type BatchOptions, resolveBatch } from './batch-options.js';
 import type { JobContext } from './job-context.js';
-import { KNOWN_QUEUE_KEYS, type QueueOptions, type WorkerTask } from './options.js';
+import { KNOWN_QUEUE_KEYS, type QueueOptions, type WorkerQueueSettings, type WorkerTask } from './options.js';
 import { isStandardSchema } from './payload-schema.js';
 
 /** A task's handler: gets the job with its typed payload; resolve to complete it, throw to fail it. */
 export type TaskHandler<Payload, Result> = (job: JobContext<Payload>) => Promise<Result>;
 
-/** Options of `defineTask`: the handler, plus every option a worker's queue takes (lease, concurrency...). */
-export interface TaskOptions<Payload, Result> extends Omit<QueueOptions, 'handler'> {
+/** Options of `defineTask` for a handler of one job, plus every option a worker's queue takes. */
+export interface SingleTaskOptions<Payload, Result> extends WorkerQueueSettings {
   /** Runs one job of this task. */
   handler: TaskHandler<Payload, Result>;
+  /** Absent: one job per call. */
+  batch?: undefined;
 }
+
+/** Options of `defineTask` for a handler of a batch of jobs (see `BatchHandler`). */
+export interface BatchTaskOptions<Payload, Result> extends WorkerQueueSettings {
+  /** Runs a batch of this task's jobs; resolves to nothing or to one result per job. */
+  handler: BatchHandler<Payload, Result>;
+  /** How many jobs one call gets, and how long a partial batch waits to fill. */
+  batch: BatchOptions;
+}
+
+/** Options of `defineTask`: a handler of one job, or with `batch` of many. */
+export type TaskOptions<Payload, Result> =
+  | SingleTaskOptions<Payload, Result>
+  | BatchTaskOptions<Payload, Result>;
 
 /**
  * A task made by `defineTask`: a queue name bound to its payload type, schema and handler. Pass it
@@ -49,11 +65,19 @@ const TASK_KEYS = [...KNOWN_QUEUE_KEYS, 'schema'];
  */
 export function defineTask<Schema extends StandardSchemaV1, Result = unknown>(
   name: string,
-  options: TaskOptions<StandardSchemaV1.InferOutput<Schema>, Result> & { schema: Schema },
+  options: BatchTaskOptions<StandardSchemaV1.InferOutput<Schema>, Result> & { schema: Schema },
 ): Task<StandardSchemaV1.InferInput<Schema>, StandardSchemaV1.InferOutput<Schema>, Result>;
 export function defineTask<Payload = unknown, Result = unknown>(
   name: string,
-  options: TaskOptions<Payload, Result> & { schema?: undefined },
+  options: BatchTaskOptions<Payload, Result> & { schema?: undefined },
+): Task<Payload, Payload, Result>;
+export function defineTask<Schema extends StandardSchemaV1, Result = unknown>(
+  name: string,
+  options: SingleTaskOptions<StandardSchemaV1.InferOutput<Schema>, Result> & { schema: Schema },
+): Task<StandardSchemaV1.InferInput<Schema>, StandardSchemaV1.InferOutput<Schema>, Result>;
+export function defineTask<Payload = unknown, Result = unknown>(
+  name: string,
+  options: SingleTaskOptions<Payload, Result> & { schema?: undefined },
 ): Task<Payload, Payload, Result>;
 export function defineTask(
   name: string,
@@ -67,6 +91,7 @@ export function defineTask(
   if (typeof options.handler !== 'function') {
     throw new ValidationError('options.handler', `task ${name}: must be an async function (job) => ...`);
   }
+  resolveBatch(options.batch, 'options.batch'); // a bad batch is refused here, not first at the worker
   const { schema, ...queue } = options;
   if (schema !== undefined && !isStandardSchema(schema)) {
     throw new ValidationError(

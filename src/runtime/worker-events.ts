@@ -27,6 +27,8 @@ export interface WorkerCounters {
   snoozed: number;
   /** Outcomes the database refused (the lease was no longer current) or never sent (lease lapsed). */
   lost: number;
+  /** Running jobs an operator's or API cancel stopped (their signal aborted with `CANCELLED`). */
+  cancelled: number;
   /** Jobs whose handler ignored an aborted signal past the grace period. */
   stuck: number;
   /** Expired leases this worker's recovery sweep moved (from any worker). */
@@ -43,7 +45,7 @@ export interface WorkerEventMap {
   claimed: [queue: string, info: ClaimInfo];
   /** A batched outcome statement answered (for metrics: its duration). */
   flushed: [info: FlushInfo];
-  /** A job's signal was aborted (lease lost or lapsing, maximum runtime, shutdown). */
+  /** A job's signal was aborted (cancelled while running, lease lost or lapsing, maximum runtime, shutdown). */
   aborted: [job: ActiveJob, reason: AbortReason];
   /** A handler kept running after its signal was aborted; its slot stays taken until it returns. */
   stuck: [job: ActiveJob];
@@ -83,7 +85,17 @@ export interface WorkerEventSource extends EventEmitter<WorkerEventMap> {
 
 /** A fresh set of counters, all zero. */
 export function zeroCounters(): WorkerCounters {
-  return { claimed: 0, completed: 0, retried: 0, dead: 0, snoozed: 0, lost: 0, stuck: 0, recovered: 0 };
+  return {
+    claimed: 0,
+    completed: 0,
+    retried: 0,
+    dead: 0,
+    snoozed: 0,
+    lost: 0,
+    cancelled: 0,
+    stuck: 0,
+    recovered: 0,
+  };
 }
 
 /** Adds one accepted (or lost) outcome to a worker's running totals. */

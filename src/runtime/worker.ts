@@ -4,17 +4,18 @@ import { contextOf } from '../context-of.js';
 import { LeaseholdError } from '../errors.js';
 import { leaseFromRow } from '../lease.js';
 import { assertLogger, logWorkerEvents } from '../observability/logger.js';
-import { loadOtel, traceHandler } from '../observability/tracing.js';
+import { loadOtel } from '../observability/tracing.js';
 import type { ClaimedRow } from '../storage/claim.js';
 import { wakeupChannel } from '../storage/enqueue.js';
-import { describeError } from './error-details.js';
-import { failureWrite, handBackWrite, sendFailure, timeoutWrite } from './failure-outcome.js';
+import { BatchItem } from './batch-job.js';
+import { BatchRunner } from './batch-runner.js';
+import { handBackWrite, timeoutWrite } from './failure-outcome.js';
 import { settlesWithin } from './grace.js';
 import { IdleRun, type IdleRunLimits, type IdleRunResult, resolveIdleRunLimits } from './idle-run.js';
 import { type AbortReason, ActiveJob, type EffectStore, jobStore } from './job-context.js';
-import { completionOf } from './job-output.js';
+import { type RunHost, runOne } from './job-run.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { type LeaseLossReason, lossReasonOf, reportLossOnce } from './lease-loss.js';
+import { explainLostOutcome, type LeaseLossReason, reportLossOnce } from './lease-loss.js';
 import { WakeupListener } from './listener.js';
 import {
   type ResolvedQueue,
@@ -24,7 +25,6 @@ import {
 } from './options.js';
 import { OutageReport } from './outage.js';
 import { OutcomeBatcher, type OutcomeResult } from './outcome-batcher.js';
-import { applyTaskSchema } from './payload-schema.js';
 import { QueueRunner, type QueueRunnerHost } from './queue-runner.js';
 import { SlotPool } from './slot-pool.js';
 import { StallWatch } from './stall-watch.js';
@@ -67,6 +67,9 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   readonly #stalls: StallWatch;
   readonly #outage: OutageReport;
   readonly #runs = new Map<ActiveJob, Promise<void>>();
+  // The batch queues' runners (a queue without `batch` has none and never looks here).
+  readonly #batches = new Map<QueueRunner, BatchRunner>();
+  readonly #runHost: RunHost;
   // Where a job's effects, results and progress go: the same for every job, built once.
   readonly #store: EffectStore;
   #state: WorkerState = 'idle';
@@ -81,11 +84,23 @@ export class Worker extends EventEmitter<WorkerEventMap> {
    */
   constructor(context: WorkerContext | { readonly schema: string }, options: WorkerOptions) {
     super();
+    const worker = this;
     const ctx = contextOf<WorkerContext>(context);
     this.#context = ctx;
     this.#options = resolveWorkerOptions(options, ctx.backoff, ctx.listen);
     this.#store = jobStore(ctx, this.#options);
     this.owner = this.#options.owner;
+    this.#runHost = {
+      get batcher() {
+        return worker.#batcher;
+      },
+      maxResultBytes: this.#options.maxResultBytes,
+      get store() {
+        return worker.#store;
+      },
+      takeTraceparent: (id) => this.#claims.takeTraceparent(id),
+      count: (job, result, detail) => this.#count(job, result, detail),
+    };
     this.queues = Object.freeze(this.#options.queues.map((q) => q.name));
     this.tasks = Object.freeze((options.tasks ?? []).map((task) => task.name));
     if (options.logger !== undefined) {
@@ -95,7 +110,11 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     const slotPool = this.#options.slots === null ? null : new SlotPool(this.#options.slots);
     const host = this.#runnerHost();
     for (const config of this.#options.queues) {
-      this.#queues.set(config.name, new QueueRunner(config, host, slotPool));
+      const q = new QueueRunner(config, host, slotPool);
+      this.#queues.set(config.name, q);
+      const { batch } = config;
+      const release = (job: ActiveJob) => this.#keeper.untrack(job);
+      if (batch) this.#batches.set(q, new BatchRunner(this.#runHost, { ...config, batch }, q, release));
     }
     this.#outage = new OutageReport(this.owner, ctx.pool, this, () => this.#wakeAll());
     const reportError = (err: unknown) => this.#outage.report(err);
@@ -251,6 +270,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       }
     };
     handBackBuffers();
+    for (const batch of this.#batches.values()) batch.flush(); // partial batches run now, not at their wait's end
     await Promise.all([this.#listener?.stop(), this.#maintenance.stop()]);
     await Promise.all([...this.#queues.values()].map((q) => q.pump));
     handBackBuffers();
@@ -319,7 +339,9 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   #start(q: QueueRunner, row: ClaimedRow, claimSentAt: number): void {
     const { config } = q;
-    const job = new ActiveJob(
+    // A queue without `batch` reads one null here and nothing else of batches.
+    const batch = config.batch === null ? undefined : this.#batches.get(q);
+    const job = new (batch ? BatchItem : ActiveJob)(
       leaseFromRow(row, config.name, this.owner),
       `${this.#context.schema}:${row.id}`,
       claimSentAt,
@@ -330,7 +352,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     );
     job.plain = row.plain === true;
     this.#keeper.track(job, config);
-    const run = this.#execute(job, q).finally(() => {
+    const run = (batch ? batch.add(job as BatchItem) : runOne(this.#runHost, job, q)).finally(() => {
       this.#keeper.untrack(job);
       this.#runs.delete(job);
       q.outcomeAnswered();
@@ -338,45 +360,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     this.#runs.set(job, run);
   }
 
-  async #execute(job: ActiveJob, q: QueueRunner): Promise<void> {
-    const { config } = q;
-    let outcome: Promise<OutcomeResult> | null;
-    const detail: OutcomeDetail = {};
-    try {
-      if (config.schema !== null) await applyTaskSchema(job, config.schema); // tasks with a schema only
-      const value = await traceHandler(job, this.#claims.takeTraceparent(job.id), () => config.handler(job));
-      const completion = completionOf(job, value, this.#options.maxResultBytes);
-      outcome = this.#report(job, () => this.#batcher.complete(completion));
-    } catch (err) {
-      const details = describeError(err);
-      detail.errorCode = details.errorCode;
-      outcome = this.#report(job, () =>
-        sendFailure(this.#batcher, failureWrite(job.lease, config, err, details)),
-      );
-    }
-    job.settled = true;
-    q.handlerSettled();
-    if (outcome) this.#count(job, await outcome, detail);
-  }
-
-  /**
-   * Sends an outcome unless one was already sent for this run, or the lease is no longer ours as
-   * far as this process can tell: then nothing is sent, and the job is left to the recovery sweep.
-   */
-  #report(job: ActiveJob, send: () => Promise<OutcomeResult>): Promise<OutcomeResult> | null {
-    // job.transaction settled the outcome (committed with the handler's writes, or refused).
-    if (job.reported) return job.ownOutcome === null ? null : Promise.resolve(job.ownOutcome);
-    job.reported = true;
-    if (!job.holdsLease) {
-      this.#count(job, 'lost');
-      return null;
-    }
-    return send();
-  }
-
   #onAborted(job: ActiveJob, reason: AbortReason): void {
     this.emit('aborted', job, reason);
-    if (reason !== 'shutdown') this.#reportLoss(job, reason);
+    if (reason === 'cancelled') {
+      // Not a lost lease: the operator ended the job. Counted as cancelled, never warned about.
+      job.lossReported = true;
+      this.counters.cancelled++;
+    } else if (reason !== 'shutdown') this.#reportLoss(job, reason);
     if (reason !== 'max-runtime' || job.reported) return;
     // Past its maximum runtime, the run is recorded as a retryable time-out at once, while the
     // lease is still ours; the handler's slot stays taken until it returns.
@@ -390,7 +380,13 @@ export class Worker extends EventEmitter<WorkerEventMap> {
 
   #count(job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail = {}): void {
     countOutcome(this.counters, result);
-    if (result === 'lost') this.#reportLoss(job, lossReasonOf(job));
+    if (result === 'lost') {
+      const cancelled = () => {
+        job.abort('cancelled'); // late: the handler has returned, but the events say why it ended
+        this.#onAborted(job, 'cancelled');
+      };
+      explainLostOutcome(job, this.#context, (reason) => this.#reportLoss(job, reason), cancelled);
+    }
     this.emit('outcome', job, result, detail);
   }
 

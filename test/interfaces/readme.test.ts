@@ -52,6 +52,8 @@ describe('README examples', () => {
       'rate-limits',
       'dedupe-modes',
       'flows',
+      'batch-handlers',
+      'abort-reasons',
     ]);
   });
 
@@ -83,6 +85,10 @@ describe('README examples', () => {
         /result: https:\/\/cdn\.example\.com\/cat-256\.png\nkept: 12345\nJOB_DEAD NOT_FOUND\nWAIT_TIMEOUT\nAbortError\n/,
       'dashboard-handler':
         /anonymous: 401 log in first\ncustomer: 403\nviewer: 200\noutside: 404 the app has no such page\n/,
+      'batch-handlers':
+        /^sending 4 emails in one call\nsucceeded {2}true\ndead BAD_ADDRESS false\npending ERROR false\nsucceeded {2}true\n/,
+      'abort-reasons':
+        /^cancelled: clean up, no retry\naborted event: cancelled\nshutdown: it runs again later\naborted event: shutdown\ncancelled pending\n/,
       flows:
         /fetched (users|orders)\nfetched (users|orders)\nmerging users:succeeded orders:succeeded\nusers=succeeded orders=succeeded merge=succeeded/,
     };

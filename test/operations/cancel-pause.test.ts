@@ -75,7 +75,8 @@ describe('cancellation', () => {
     await running.promise;
     await lh.cancel(id, { reason: 'no longer needed', actor: 'tests' });
     await waitFor(() => worker.counters.lost === 1, { what: 'the run counted as lost' });
-    expect(aborted).toEqual(['lease-lost']);
+    expect(aborted).toEqual(['cancelled']);
+    expect(worker.counters.cancelled).toBe(1);
     expect(worker.counters.completed).toBe(0);
     const job = await lh.getJob(id, { history: true });
     expect(job?.status).toBe('cancelled');

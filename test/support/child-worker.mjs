@@ -30,11 +30,22 @@ process.once('message', async (config) => {
       await new Promise(() => {});
     },
   };
+  // A batch handler: reports the batch's ids as it starts and once it is done, then completes them all.
+  const batchHandlers = {
+    'batch-slow': async (jobs) => {
+      const ids = jobs.map((job) => job.id).join(',');
+      process.send?.({ type: 'begin', id: ids });
+      await sleep(config.sleepMs ?? 20);
+      process.send?.({ type: 'done', id: ids });
+    },
+  };
+  const batched = config.batchSize !== undefined;
   const worker = lh.worker({
     owner: config.owner,
     queues: {
       [config.queue]: {
-        handler: handlers[config.mode],
+        handler: batched ? batchHandlers[config.mode] : handlers[config.mode],
+        ...(batched ? { batch: { size: config.batchSize } } : {}),
         concurrency: config.concurrency ?? 4,
         leaseMs: config.leaseMs ?? 1000,
         renew: 'alive',
