@@ -26,11 +26,12 @@ import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedup
 const JOB_FIELDS = ['priority', 'runAt', 'delayMs', 'maxAttempts', 'orderingKey', 'concurrencyKey'] as const;
 const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = [
   ...JOB_FIELDS,
+  'fairnessKey',
   'client',
   'idempotencyKey',
   'dedupe',
 ];
-const ENQUEUE_ITEM: readonly (keyof EnqueueItem)[] = ['payload', ...JOB_FIELDS, 'dedupe'];
+const ENQUEUE_ITEM: readonly (keyof EnqueueItem)[] = ['payload', ...JOB_FIELDS, 'fairnessKey', 'dedupe'];
 
 /** `lh.enqueue`: one job, joining the caller's transaction with `client`, deduplicated with `idempotencyKey`. */
 export async function enqueue(
@@ -59,6 +60,8 @@ async function enqueueOne(
   const job = newJob(context, { ...options, payload }, 'options');
   const db = connectionFor(context, options.client);
   const dedupe = parseDedupe(options.dedupe, 'options.dedupe', options);
+  if (dedupe !== null && job.fairnessKey !== null)
+    throw new ValidationError('options.fairnessKey', 'cannot be combined with dedupe yet');
   if (dedupe !== null) return enqueueDeduped(context, db, queue, job, dedupe, options.client !== undefined);
   if (options.idempotencyKey !== undefined) {
     const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', 200) as string;
@@ -134,6 +137,12 @@ async function enqueueBatch(
   const db = connectionFor(context, options.client);
   const dedupes = items.map((item, index) => parseDedupe(item.dedupe, `items[${index}].dedupe`, item));
   if (dedupes.some((dedupe) => dedupe !== null)) {
+    const keyed = jobs.findIndex((job) => job.fairnessKey !== null);
+    if (keyed >= 0)
+      throw new ValidationError(
+        `items[${keyed}].fairnessKey`,
+        'cannot be combined with dedupe in one batch yet',
+      );
     return enqueueManyDeduped(context, options.client && db, queue, jobs, dedupes);
   }
   if (jobs.some((job) => job.orderingKey !== null)) {
@@ -158,6 +167,7 @@ export function newJob(
     maxAttempts?: number;
     orderingKey?: string;
     concurrencyKey?: string;
+    fairnessKey?: string;
   },
   field: string,
 ): NewJob {
@@ -187,5 +197,6 @@ export function newJob(
     ),
     orderingKey: optionalText(item.orderingKey, `${field}.orderingKey`, 200),
     concurrencyKey: optionalText(item.concurrencyKey, `${field}.concurrencyKey`, 200),
+    fairnessKey: optionalText(item.fairnessKey, `${field}.fairnessKey`, 200),
   };
 }

@@ -25,10 +25,11 @@ export const JobInsertKeyed = defineStatement(
     RETURNING k.job_id
   ),
   inserted AS (
-    INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts, concurrency_key)
+    INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts, concurrency_key,
+                           fairness_key)
     OVERRIDING SYSTEM VALUE
     SELECT key.job_id, $1, $2::jsonb, $3,
-           coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $9
+           coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $9, $10
     FROM key, fresh
     WHERE key.job_id = fresh.id
     RETURNING id
@@ -56,6 +57,7 @@ export async function insertKeyedJob(
     wakeupChannel(schema),
     key,
     job.concurrencyKey,
+    job.fairnessKey ?? null,
   ]);
   const row = rows[0] as { id: string; created: boolean };
   return { id: row.id, created: row.created };

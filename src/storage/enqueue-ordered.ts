@@ -35,8 +35,10 @@ export const JobInsertOrdered = defineStatement(
       unnest($5::double precision[]),
       unnest($6::integer[]),
       unnest($8::text[]),
-      unnest($9::text[])
-    ) WITH ORDINALITY AS i(payload, priority, run_at, delay_ms, max_attempts, ordering_key, concurrency_key, ord)
+      unnest($9::text[]),
+      unnest($10::text[])
+    ) WITH ORDINALITY AS i(payload, priority, run_at, delay_ms, max_attempts, ordering_key, concurrency_key,
+                           fairness_key, ord)
     ORDER BY i.ord
   ),
   groups AS (
@@ -54,11 +56,11 @@ export const JobInsertOrdered = defineStatement(
   ),
   inserted AS (
     INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts,
-                           ordering_key, concurrency_key, awaits_predecessor)
+                           ordering_key, concurrency_key, fairness_key, awaits_predecessor)
     OVERRIDING SYSTEM VALUE
     SELECT i.id, $1, i.payload::jsonb, i.priority,
            coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts,
-           i.ordering_key, i.concurrency_key, keys.head_id IS DISTINCT FROM i.id AND i.ordering_key IS NOT NULL
+           i.ordering_key, i.concurrency_key, i.fairness_key, keys.head_id IS DISTINCT FROM i.id AND i.ordering_key IS NOT NULL
     FROM items AS i
     LEFT JOIN keys ON keys.ordering_key = i.ordering_key
     ORDER BY i.id
@@ -80,6 +82,7 @@ export async function insertOrderedJobs(
     wakeupChannel(schema),
     jobs.map((job) => job.orderingKey),
     jobs.map((job) => job.concurrencyKey),
+    jobs.map((job) => job.fairnessKey ?? null),
   ]);
   return rows[0]?.ids ?? [];
 }

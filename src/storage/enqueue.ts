@@ -15,8 +15,10 @@ export const JobInsert = defineStatement(
   'enqueue_one',
   (s) => `
   WITH inserted AS (
-    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
-    VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $8)
+    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key,
+                           fairness_key)
+    VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $8,
+            $9)
     RETURNING id
   )
   SELECT inserted.id, pg_notify($7, $1)::text AS notified FROM inserted`,
@@ -31,8 +33,10 @@ export const JobInsert = defineStatement(
 export const JobInsertQuiet = defineStatement(
   'enqueue_one_quiet',
   (s) => `
-  INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
-  VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $7)
+  INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key,
+                         fairness_key)
+  VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $7,
+          $8)
   RETURNING id`,
 );
 
@@ -50,11 +54,14 @@ const WakeupNotify = defineStatement('wakeup_notify', () => 'SELECT pg_notify($1
  */
 const insertManyText = (s: string, notify: boolean) => `
   WITH inserted AS (
-    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
+    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key,
+                           fairness_key)
     SELECT $1, i.payload::jsonb, i.priority,
-           coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts, i.concurrency_key
-    FROM unnest($2::text[], $3::integer[], $4::timestamptz[], $5::double precision[], $6::integer[], $8::text[])
-      AS i(payload, priority, run_at, delay_ms, max_attempts, concurrency_key)
+           coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts, i.concurrency_key,
+           i.fairness_key
+    FROM unnest($2::text[], $3::integer[], $4::timestamptz[], $5::double precision[], $6::integer[], $8::text[],
+                $9::text[])
+      AS i(payload, priority, run_at, delay_ms, max_attempts, concurrency_key, fairness_key)
     RETURNING id
   )
   SELECT array_agg(id ORDER BY id)::text[] AS ids${notify ? ', pg_notify($7, $1)::text AS notified' : ', $7::text IS NULL AS quiet'}
@@ -66,7 +73,7 @@ export const JobInsertManyQuiet = defineStatement('enqueue_many_quiet', (s) => i
 
 /**
  * JobInsertManyUniform: JobInsertMany for a uniform batch, the usual bulk load: every job claimable
- * now, with one priority ($3) and one attempt budget ($4), and no concurrency key. Only the payloads
+ * now, with one priority ($3) and one attempt budget ($4), and no concurrency or fairness key. Only the payloads
  * travel, as one JSON array ($2, the payloads' JSON texts joined: nothing to escape); the rest are
  * scalars or the columns' defaults. Sending five arrays of identical values cost the producer a
  * serialised element each and the server an unnested one, and a text[] of JSON texts had every
@@ -90,7 +97,7 @@ export const JobInsertManyUniformQuiet = defineStatement('enqueue_many_uniform_q
   insertUniformText(s, false),
 );
 
-/** True when every job of the batch is claimable now with the first one's priority and attempt budget, without a key. */
+/** True when every job of the batch is claimable now with the first one's priority and attempt budget, without keys. */
 function isUniform(jobs: readonly NewJob[]): boolean {
   const first = jobs[0];
   if (!first) return false;
@@ -99,6 +106,7 @@ function isUniform(jobs: readonly NewJob[]): boolean {
       job.runAt !== null ||
       job.delayMs !== 0 ||
       job.concurrencyKey !== null ||
+      (job.fairnessKey ?? null) !== null ||
       job.priority !== first.priority ||
       job.maxAttempts !== first.maxAttempts
     ) {
@@ -119,6 +127,8 @@ export interface NewJob {
   orderingKey: string | null;
   /** Per-key concurrency limit key; null for none. */
   concurrencyKey: string | null;
+  /** The key a round-robin queue takes turns between (claim-fair.ts); null or absent for none. */
+  fairnessKey?: string | null;
 }
 
 /** Inserts one job; returns its id. `notify: false` leaves the wake-up to the caller. */
@@ -138,6 +148,7 @@ export async function insertJob(
       job.delayMs,
       job.maxAttempts,
       job.concurrencyKey,
+      job.fairnessKey ?? null,
     ]);
     return quiet[0]?.id as string;
   }
@@ -150,6 +161,7 @@ export async function insertJob(
     job.maxAttempts,
     wakeupChannel(schema),
     job.concurrencyKey,
+    job.fairnessKey ?? null,
   ]);
   return rows[0]?.id as string;
 }
@@ -207,6 +219,7 @@ export async function insertJobs(
     ...batchColumns(jobs),
     wakeupChannel(schema),
     jobs.map((job) => job.concurrencyKey),
+    jobs.map((job) => job.fairnessKey ?? null),
   ]);
   return rows[0]?.ids ?? [];
 }

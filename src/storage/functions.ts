@@ -27,6 +27,7 @@
 import { createHash } from 'node:crypto';
 import { JobAgePending } from './aging.js';
 import { JobClaimMany } from './claim.js';
+import { JobClaimManyFair } from './claim-fair.js';
 import { JobClaimManyLimited } from './claim-limited.js';
 import { JobClaimManyThrottled } from './claim-throttled.js';
 import {
@@ -89,7 +90,7 @@ const REPAIRED = `seen integer, released integer, removed integer, missed intege
 
 /** Every statement that goes through a function, one line each. */
 export const FUNCTIONS: readonly FunctionEntry[] = [
-  // The worker: claim (plain, per-key, throttled), renew (with progress), complete (with results),
+  // The worker: claim (plain, per-key, throttled, round-robin), renew (with progress), complete (with results),
   // fail, snooze, the effects ledger, recovery, fairness, ordering repair.
   {
     role: 'worker',
@@ -110,6 +111,13 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     statement: JobClaimManyThrottled,
     args: 'text, text, integer, double precision, bigint, bigint, double precision',
     returns: `${CLAIMED}, wait_ms double precision, throttled_by text`,
+  },
+  {
+    // Fairness (022): the cursor row is written only here; the plain claims ignore fairness.
+    role: 'worker',
+    statement: JobClaimManyFair,
+    args: 'text, text, integer, double precision, bigint',
+    returns: CLAIMED,
   },
   {
     // A job's progress rides the renewal ($7): no statement of its own.
@@ -197,25 +205,25 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
   {
     role: 'producer',
     statement: JobInsert,
-    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text',
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text',
     returns: 'id bigint, notified text',
   },
   {
     role: 'producer',
     statement: JobInsertQuiet,
-    args: 'text, jsonb, integer, timestamptz, double precision, integer, text',
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text',
     returns: 'id bigint',
   },
   {
     role: 'producer',
     statement: JobInsertMany,
-    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
     returns: 'ids text[], notified text',
   },
   {
     role: 'producer',
     statement: JobInsertManyQuiet,
-    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
     returns: 'ids text[], quiet boolean',
   },
   {
@@ -234,13 +242,13 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
   {
     role: 'producer',
     statement: JobInsertKeyed,
-    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text',
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text, text',
     returns: 'id text, created boolean, notified bigint',
   },
   {
     role: 'producer',
     statement: JobInsertOrdered,
-    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[], text[]',
     returns: 'ids text[], notified text',
   },
   {

@@ -142,6 +142,7 @@ const OWN: string[] = [
   'dist/runtime/worker.js',
   'dist/storage/aging.js',
   'dist/storage/cancel-set.js',
+  'dist/storage/claim-fair.js',
   'dist/storage/claim-limited.js',
   'dist/storage/claim-throttled.js',
   'dist/storage/claim.js',

@@ -1,0 +1,219 @@
+import type pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { type Leasehold, ValidationError } from '../../src/index.js';
+import { ClaimRouter } from '../../src/runtime/claim-router.js';
+import { JobClaimMany } from '../../src/storage/claim.js';
+import { JobClaimManyFair } from '../../src/storage/claim-fair.js';
+import type { Queryable } from '../../src/storage/db.js';
+import { migratedClient, testPool, waitFor } from '../support/db.js';
+import { started } from '../support/worker.js';
+
+// Issue 34, fair turns between tenants: configureQueue(queue, { fairness: 'round-robin' }) and a
+// fairnessKey per job. The claim takes jobs from distinct keys in turn, within the top priority.
+
+/** Enqueues `count` jobs of `key` in bulk (enqueueMany, 10,000 a call). */
+async function enqueueKeyed(
+  lh: Leasehold,
+  queue: string,
+  key: string | undefined,
+  count: number,
+  priority = 0,
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (let done = 0; done < count; done += 10_000) {
+    const n = Math.min(10_000, count - done);
+    const batch = await lh.enqueueMany(
+      queue,
+      Array.from({ length: n }, (_, i) => ({ payload: { n: done + i }, fairnessKey: key, priority })),
+    );
+    ids.push(...batch.ids);
+  }
+  return ids;
+}
+
+/** The fairness keys (and priorities) of the jobs one claim took, in a stable order. */
+async function claimKeys(lh: Leasehold, pool: pg.Pool, queue: string, limit: number): Promise<string[]> {
+  const leases = await lh.claim({ queue, owner: 'fair-test', limit });
+  const { rows } = await pool.query<{ k: string }>(
+    `SELECT coalesce(fairness_key, '-') || priority AS k FROM ${lh.schema}.jobs
+     WHERE id = ANY ($1::bigint[]) ORDER BY 1`,
+    [leases.map((lease) => lease.jobId)],
+  );
+  return rows.map((row) => row.k);
+}
+
+describe('round-robin fairness', () => {
+  it('ten jobs of key B enqueued after 100,000 of key A all start before A’s 50th job, with 4 concurrent workers', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    await lh.configureQueue('tenants', { fairness: 'round-robin' });
+    await enqueueKeyed(lh, 'tenants', 'A', 100_000);
+    const b = await enqueueKeyed(lh, 'tenants', 'B', 10);
+    const queues = { tenants: { handler: async () => {}, concurrency: 2, prefetch: 0 } };
+    const workers = await Promise.all(
+      [1, 2, 3, 4].map(() =>
+        started(lh.worker({ queues, claimBatchSize: 4, recoveryIntervalMs: 0, agingPassIntervalMs: 0 })),
+      ),
+    );
+    const finishedB = async () =>
+      Number(
+        (
+          await pool.query<{ n: string }>(
+            `SELECT count(*) AS n FROM ${lh.schema}.finished_jobs WHERE id = ANY ($1::bigint[])`,
+            [b],
+          )
+        ).rows[0]?.n,
+      );
+    await waitFor(async () => (await finishedB()) === 10, { timeoutMs: 60_000, what: "B's ten jobs" });
+    await Promise.all(workers.map((worker) => worker.stop()));
+    // Claim order: claimed_at is each claim statement's start; jobs of one claim share it, and
+    // within a claim the keys alternate. For each B job, the A jobs claimed by earlier statements.
+    const { rows } = await pool.query<{ ahead: string }>(
+      `SELECT (SELECT count(*) FROM ${lh.schema}.finished_jobs AS a
+               WHERE a.queue_name = 'tenants' AND a.id <> ALL ($1::bigint[]) AND a.claimed_at < b.claimed_at) AS ahead
+       FROM ${lh.schema}.finished_jobs AS b
+       WHERE b.id = ANY ($1::bigint[])`,
+      [b],
+    );
+    expect(rows).toHaveLength(10);
+    for (const row of rows) expect(Number(row.ahead)).toBeLessThan(49);
+  }, 180_000);
+
+  it('takes turns key after key, and the next claim starts with the key after the last one served', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    await lh.configureQueue('turns', { fairness: 'round-robin' });
+    for (const key of ['A', 'B', 'C']) await enqueueKeyed(lh, 'turns', key, 5);
+    const order: string[] = [];
+    for (let i = 0; i < 7; i++) order.push(...(await claimKeys(lh, pool, 'turns', 1)));
+    expect(order).toEqual(['A0', 'B0', 'C0', 'A0', 'B0', 'C0', 'A0']);
+    // A claim of four over three keys: two of the next key (B), one of each other.
+    expect(await claimKeys(lh, pool, 'turns', 4)).toEqual(['A0', 'B0', 'B0', 'C0']);
+  });
+
+  it('is fair within a priority: higher priorities first, keys in turn inside each', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    await lh.configureQueue('ranked', { fairness: 'round-robin' });
+    await enqueueKeyed(lh, 'ranked', 'A', 20, 0);
+    await enqueueKeyed(lh, 'ranked', 'B', 20, 0);
+    await enqueueKeyed(lh, 'ranked', 'A', 6, 5);
+    await enqueueKeyed(lh, 'ranked', 'B', 2, 5);
+    expect(await claimKeys(lh, pool, 'ranked', 4)).toEqual(['A5', 'A5', 'B5', 'B5']);
+    // B has no priority-5 job left: A's remaining ones, alone at the top.
+    expect(await claimKeys(lh, pool, 'ranked', 4)).toEqual(['A5', 'A5', 'A5', 'A5']);
+    expect(await claimKeys(lh, pool, 'ranked', 6)).toEqual(['A0', 'A0', 'A0', 'B0', 'B0', 'B0']);
+  });
+
+  it('a job without a fairness key is claimed from the front of the queue, in a turn of its own', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    await lh.configureQueue('mixed', { fairness: 'round-robin' });
+    await enqueueKeyed(lh, 'mixed', undefined, 2);
+    await enqueueKeyed(lh, 'mixed', 'A', 10);
+    expect(await claimKeys(lh, pool, 'mixed', 4)).toEqual(['-0', '-0', 'A0', 'A0']);
+  });
+
+  it('respects ordering keys: a job waiting behind its key’s head is not claimed', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    await lh.configureQueue('ordered-fair', { fairness: 'round-robin' });
+    await lh.enqueueMany(
+      'ordered-fair',
+      [1, 2, 3].map((n) => ({ payload: { n }, orderingKey: 'o', fairnessKey: 'A' })),
+    );
+    await enqueueKeyed(lh, 'ordered-fair', 'B', 3);
+    expect(await claimKeys(lh, pool, 'ordered-fair', 6)).toEqual(['A0', 'B0', 'B0', 'B0']);
+  });
+
+  it('a queue without fairness keeps the plain claim statement and preference order; null turns fairness off', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    await enqueueKeyed(lh, 'plain', 'A', 5);
+    await enqueueKeyed(lh, 'plain', 'B', 2);
+    const sent: string[] = [];
+    const recording: Queryable = {
+      query: ((config: { name?: string }, values?: unknown[]) => {
+        if (config.name) sent.push(config.name);
+        return pool.query(config as pg.QueryConfig, values);
+      }) as Queryable['query'],
+    };
+    const router = new ClaimRouter(recording, lh.schema, null);
+    const claim = () => router.claim({ queue: 'plain', owner: 'o', limit: 3, leaseMs: 30_000 });
+    const first = await claim();
+    expect(sent.filter((name) => name.includes('claim_jobs'))).toEqual([JobClaimMany(lh.schema).name]);
+    const keys = await pool.query<{ k: string }>(
+      `SELECT fairness_key AS k FROM ${lh.schema}.jobs WHERE id = ANY ($1::bigint[]) ORDER BY id`,
+      [first.map((row) => row.id)],
+    );
+    expect(keys.rows.map((row) => row.k)).toEqual(['A', 'A', 'A']);
+
+    await lh.configureQueue('plain', { fairness: 'round-robin' });
+    router.forget('plain');
+    sent.length = 0;
+    await claim();
+    expect(sent.filter((name) => name.includes('claim_jobs'))).toEqual([JobClaimManyFair(lh.schema).name]);
+
+    expect(await lh.configureQueue('plain', { fairness: null })).toMatchObject({ fairness: null });
+    router.forget('plain');
+    sent.length = 0;
+    await claim();
+    expect(sent.filter((name) => name.includes('claim_jobs'))).toEqual([JobClaimMany(lh.schema).name]);
+    expect(JobClaimMany(lh.schema).text).not.toContain('fair');
+  });
+
+  it('a worker whose cached settings still say fair gets nothing from the fair claim once fairness is off, and claims plainly', async () => {
+    const lh = await migratedClient();
+    await lh.configureQueue('switched', { fairness: 'round-robin' });
+    await enqueueKeyed(lh, 'switched', 'A', 3);
+    const router = new ClaimRouter(testPool(2), lh.schema, null);
+    expect(await router.claim({ queue: 'switched', owner: 'o', limit: 1, leaseMs: 30_000 })).toHaveLength(1);
+    await lh.configureQueue('switched', { fairness: null });
+    // The router's cache says fair: the fair statement yields nothing, the router re-reads.
+    expect(await router.claim({ queue: 'switched', owner: 'o', limit: 2, leaseMs: 30_000 })).toHaveLength(2);
+  });
+
+  it('refuses bad fairness settings and keys with a ValidationError, writing nothing', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    for (const fairness of ['none', 'fifo', true, 1, '']) {
+      await expect(lh.configureQueue('bad', { fairness } as never)).rejects.toBeInstanceOf(ValidationError);
+    }
+    await lh.configureQueue('bad', { concurrencyLimitPerKey: 2 });
+    await expect(lh.configureQueue('bad', { fairness: 'round-robin' })).rejects.toThrow(
+      /fairness cannot be combined/,
+    );
+    expect(await lh.configureQueue('bad', {})).toMatchObject({ fairness: null, concurrencyLimitPerKey: 2 });
+    for (const fairnessKey of ['', 'x'.repeat(201), 5, null]) {
+      await expect(lh.enqueue('bad', {}, { fairnessKey } as never)).rejects.toBeInstanceOf(ValidationError);
+      await expect(
+        lh.enqueueMany('bad', [{ payload: 1, fairnessKey: 'ok' }, { payload: 2, fairnessKey } as never]),
+      ).rejects.toBeInstanceOf(ValidationError);
+    }
+    await expect(
+      lh.enqueue('bad', {}, { fairnessKey: 'A', dedupe: { key: 'd', mode: 'replace' } }),
+    ).rejects.toBeInstanceOf(ValidationError);
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${lh.schema}.jobs`);
+    expect(rows[0].n).toBe(0);
+    // The bound holds in the table too (a producer calling the insert function directly).
+    await expect(
+      pool.query(`INSERT INTO ${lh.schema}.jobs (queue_name, payload, fairness_key) VALUES ('bad', '1', '')`),
+    ).rejects.toThrow(/check constraint/);
+  });
+
+  it('stores the key with every enqueue path: one, many, idempotent, ordered', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    const ids = [
+      (await lh.enqueue('paths', {}, { fairnessKey: 'one' })).id,
+      ...(await lh.enqueueMany('paths', [{ payload: 1, fairnessKey: 'many' }])).ids,
+      (await lh.enqueue('paths', {}, { fairnessKey: 'keyed', idempotencyKey: 'k' })).id,
+      (await lh.enqueue('paths', {}, { fairnessKey: 'ordered', orderingKey: 'o' })).id,
+    ];
+    const { rows } = await pool.query<{ fairness_key: string }>(
+      `SELECT fairness_key FROM ${lh.schema}.jobs WHERE id = ANY ($1::bigint[]) ORDER BY id`,
+      [ids],
+    );
+    expect(rows.map((row) => row.fairness_key)).toEqual(['one', 'many', 'keyed', 'ordered']);
+  });
+});
