@@ -17,8 +17,12 @@ ALTER TABLE queues ADD CONSTRAINT queues_fairness_alone
 -- Serves the fair claim's walk over the distinct keys with work at one priority (a skip scan: one
 -- probe per key) and each key's oldest claimable jobs (a range on the fourth column after three
 -- equalities). Only rows with a fairness key enter it: plain jobs never write an entry here.
+-- `awaits_predecessor IS FALSE` (the column is NOT NULL: the same rows as NOT awaits_predecessor)
+-- so that the fair claim's probes, which say it the same way, cannot be served by
+-- jobs_claimable_idx instead: in a lane holding none of a key's jobs the planner found the two
+-- equally cheap and walked all of the lane's other jobs looking for that key.
 CREATE INDEX jobs_fairness_idx ON jobs (queue_name, priority DESC, fairness_key, available_at, id)
-  WHERE status = 'pending' AND NOT awaits_predecessor AND waiting_parents = 0
+  WHERE status = 'pending' AND awaits_predecessor IS FALSE AND waiting_parents = 0
     AND fairness_key IS NOT NULL;
 
 -- Where a round-robin queue's next turn starts: the key its last claim served last. Written by the
