@@ -6,7 +6,8 @@ import { finishedQueueNamesCte } from './known-queues.js';
  * flag is true, so a call names just what it changes; a null value clears a setting back to its
  * default. Takes the queues row lock (primary key). A pause takes effect at the next claim
  * statement, which checks it; running jobs are not touched. A queue given a rate or concurrency
- * limit also gets its rate_limits row (the row its claims lock), in the same statement.
+ * limit also gets its rate_limits row (the row its claims lock), and a queue given fairness its
+ * fair_turns row (the cursor its claims move), in the same statement.
  */
 const QueueConfigure = defineStatement(
   'configure_queue',

@@ -49,6 +49,7 @@ describe('README examples', () => {
       'schedules',
       'worker-options',
       'rate-limits',
+      'fair-turns',
       'dedupe-modes',
       'flows',
     ]);
