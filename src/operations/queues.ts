@@ -42,7 +42,8 @@ export interface QueueConfig {
   concurrencyLimit?: number | null;
   /**
    * `'round-robin'`: claims take turns between the jobs' `fairnessKey`s, within a priority; null
-   * (the default) turns it off: claims in preference order. Not combined with the limits (yet).
+   * (the default) turns it off: claims in preference order. Composes with `concurrencyLimitPerKey`;
+   * not combined with `rateLimit` or `concurrencyLimit` (yet).
    */
   fairness?: 'round-robin' | null;
 }
@@ -155,7 +156,7 @@ export async function configureQueue(
     if (isLeaseholdError(err, 'DATABASE') && constraint === FAIRNESS_ALONE_CONSTRAINT)
       throw new ValidationError(
         'config',
-        'fairness cannot be combined with concurrencyLimitPerKey, rateLimit or concurrencyLimit on one queue (yet); nothing was changed',
+        'fairness cannot be combined with rateLimit or concurrencyLimit on one queue (yet); nothing was changed',
       );
     throw err;
   }

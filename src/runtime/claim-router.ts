@@ -65,7 +65,7 @@ export class ClaimRouter {
     if (!cached || performance.now() - cached.readAt > SETTINGS_TTL_MS)
       cached = await this.#read(params.queue);
     if (cached.fair) {
-      const rows = await this.#claimFair(params);
+      const rows = await this.#claimFair(params, cached.limit !== null);
       if (rows.length > 0) return rows;
       cached = await this.#read(params.queue); // fairness was turned off (or the queue paused)
       if (cached.fair) return rows;
@@ -80,15 +80,21 @@ export class ClaimRouter {
     const rows = await this.#claimPlain(params, !cached.aging);
     if (rows.length > 0) return rows;
     const fresh = await this.#read(params.queue);
-    if (fresh.fair) return this.#claimFair(params);
+    if (fresh.fair) return this.#claimFair(params, fresh.limit !== null);
     if (fresh.throttled) return (await this.#claimThrottled(params, fresh.perKeyRate)).rows;
     return fresh.limit === null ? rows : claimJobsLimited(this.db, this.schema, params);
   }
 
   // A fair claim comes back short while work waits when a key had fewer jobs than its share or
   // its priority ran out: the worker is told to claim again (frontClaimDue) instead of going idle.
-  async #claimFair(params: { queue: string; owner: string; limit: number; leaseMs: number }) {
-    const rows = await claimJobsFair(this.db, this.schema, params);
+  // With a per-key concurrency limit too, the limited claim takes the fair claim's candidates.
+  async #claimFair(
+    params: { queue: string; owner: string; limit: number; leaseMs: number },
+    limited: boolean,
+  ) {
+    const rows = limited
+      ? await claimJobsLimited(this.db, this.schema, { ...params, fair: true })
+      : await claimJobsFair(this.db, this.schema, params);
     if (rows.length > 0 && rows.length < params.limit) this.#fairShort.add(params.queue);
     return rows;
   }

@@ -26,31 +26,13 @@ const nextKey = (s: string, after: string, upTo?: string) => `(
         LIMIT 1)`;
 
 /**
- * JobClaimManyFair: pending -> running, for up to $3 jobs of round-robin queue $1 (022), taking
- * turns between fairness keys, in one statement. Used only for queues with `fairness` set (the
- * claim router reads it with the other settings), so the plain claim is untouched.
- *
- * 1. `turn` yields the queue's cursor (the key served last) only when the queue is round-robin and
- *    not paused: otherwise nothing below runs and the claim is empty.
- * 2. `top` finds the highest priority of a claimable job (jobs_claimable_idx, SKIP LOCKED, so a
- *    priority whose jobs peers are claiming right now is passed over): fair within a priority.
- * 3. `after_turn` walks the distinct keys with work at that priority after the cursor, and
- *    `wrapped` from the first key up to the cursor: a skip scan of jobs_fairness_idx, one probe
- *    per key, at most $3 keys in all. A key's backlog is never read, however long.
- * 4. Each key's oldest jobs (a LATERAL per key: an index range on (queue, priority, key,
- *    available_at), SKIP LOCKED), at most ceil($3 / keys) each. Jobs without a key take one turn
- *    together, found among the first $3 claimable jobs of that priority in preference order (they
- *    have no index of their own: plain jobs must not pay for one).
- * 5. `candidate` takes the first $3 by round, then turn: each key's first job, then each key's
- *    second, and so on. A key with 100,000 jobs waiting delays another key's job by at most one
- *    round of the keys with work.
- * 6. The update is the plain claim's (claim.ts), per lane. `advanced` moves the cursor to the last
- *    key this claim served, in the same statement, unless another claim holds the cursor row
- *    (SKIP LOCKED): no claim waits for another. A claim that came back short (a key with fewer
- *    jobs than its share, or a priority running out) tells its caller to claim again at once.
+ * The CTEs `turn` to `candidate` (steps 1 to 5 of JobClaimManyFair, below): up to `limit` claimable jobs of queue $1,
+ * locked, in turns between fairness keys, with their lane, key and `turn_order`, plus the columns
+ * `extra` names. Shared by the round-robin claim and its per-key limited variant (claim-limited.ts).
  */
-const fairStatement = (s: string) => `
-  WITH RECURSIVE turn AS (
+export function fairCandidateCtes(s: string, limit: string, extra: readonly string[] = []): string {
+  const cols = (prefix: string) => extra.map((column) => `, ${prefix}${column}`).join('');
+  return `turn AS (
     SELECT t.last_key
     FROM ${s}.queues AS q
     LEFT JOIN ${s}.fair_turns AS t ON t.queue_name = q.name
@@ -75,16 +57,16 @@ const fairStatement = (s: string) => `
     UNION ALL
     SELECT following.key, w.pos + 1
     FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key)
-    WHERE w.pos < $3
+    WHERE w.pos < ${limit}
   ),
   wrapped (key, pos) AS (
     SELECT first.key, 1
     FROM ${nextKey(s, `''`, '(SELECT last_key FROM turn)')} AS first (key)
-    WHERE (SELECT count(*) FROM after_turn) < $3
+    WHERE (SELECT count(*) FROM after_turn) < ${limit}
     UNION ALL
     SELECT following.key, w.pos + 1
     FROM wrapped AS w, LATERAL ${nextKey(s, 'w.key', '(SELECT last_key FROM turn)')} AS following (key)
-    WHERE w.pos + (SELECT count(*) FROM after_turn) < $3
+    WHERE w.pos + (SELECT count(*) FROM after_turn) < ${limit}
   ),
   keys AS (
     SELECT key, pos FROM after_turn
@@ -103,16 +85,16 @@ const fairStatement = (s: string) => `
         AND available_at <= now()
         AND priority = (SELECT priority FROM top)
       ORDER BY available_at, id
-      LIMIT $3
+      LIMIT ${limit}
     ) AS head_rows
     WHERE fairness_key IS NULL
   ),
   share AS (
-    SELECT ceil($3::numeric / greatest(1, (SELECT count(*) FROM keys)
+    SELECT ceil(${limit}::numeric / greatest(1, (SELECT count(*) FROM keys)
                                           + (SELECT least(count(*), 1) FROM front)))::int AS n
   ),
   keyless AS (
-    SELECT id, lane, available_at
+    SELECT id, lane, available_at${cols('')}
     FROM ${s}.jobs
     WHERE queue_name = $1
       AND id = ANY (ARRAY(SELECT id FROM front))
@@ -125,11 +107,11 @@ const fairStatement = (s: string) => `
     FOR UPDATE SKIP LOCKED
   ),
   picked AS (
-    SELECT c.id, c.lane, k.key, k.pos, c.available_at
+    SELECT c.id, c.lane, k.key, k.pos, c.available_at${cols('c.')}
     FROM keys AS k
     CROSS JOIN LATERAL (
       SELECT * FROM (
-        SELECT id, lane, available_at
+        SELECT id, lane, available_at${cols('')}
         FROM ${s}.jobs
         WHERE ${FAIR_ROWS}
           AND fairness_key = k.key
@@ -140,26 +122,54 @@ const fairStatement = (s: string) => `
         LIMIT (SELECT n FROM share)
         FOR UPDATE SKIP LOCKED
       ) AS share_of_key
-      -- A share is at most $3, at most ${MAX_SHARE}: said as a constant, so that the planner does not
+      -- A share is at most ${limit}, at most ${MAX_SHARE}: said as a constant, so that the planner does not
       -- take a tenth of the key's backlog for it, cost the statement past jit_above_cost and
       -- compile it (measured: 250 ms of JIT for a 1 ms claim over 100,000 jobs).
       LIMIT ${MAX_SHARE}
     ) AS c
     UNION ALL
-    SELECT id, lane, NULL, (SELECT count(*) FROM keys) + 1, available_at FROM keyless
+    SELECT id, lane, NULL, (SELECT count(*) FROM keys) + 1, available_at${cols('')} FROM keyless
   ),
   candidate AS (
-    SELECT id, lane, key, row_number() OVER (ORDER BY round, pos) AS turn_order
+    SELECT id, lane, key, available_at${cols('')}, row_number() OVER (ORDER BY round, pos) AS turn_order
     FROM (
-      SELECT id, lane, key, pos,
+      SELECT id, lane, key, pos, available_at${cols('')},
              row_number() OVER (PARTITION BY pos ORDER BY available_at, id) AS round
       -- Never fewer than picked holds (at most $3 keys of ceil($3 / keys) each: under 2 * $3),
       -- but a constant the planner can count on (see the share's bound above).
       FROM (SELECT * FROM picked LIMIT ${2 * MAX_SHARE}) AS bounded
     ) AS rounds
     ORDER BY round, pos
-    LIMIT $3
-  ),
+    LIMIT ${limit}
+  )`;
+}
+
+/**
+ * JobClaimManyFair: pending -> running, for up to $3 jobs of round-robin queue $1 (022), taking
+ * turns between fairness keys, in one statement. Used only for queues with `fairness` set (the
+ * claim router reads it with the other settings), so the plain claim is untouched.
+ *
+ * 1. `turn` yields the queue's cursor (the key served last) only when the queue is round-robin and
+ *    not paused: otherwise nothing below runs and the claim is empty.
+ * 2. `top` finds the highest priority of a claimable job (jobs_claimable_idx, SKIP LOCKED, so a
+ *    priority whose jobs peers are claiming right now is passed over): fair within a priority.
+ * 3. `after_turn` walks the distinct keys with work at that priority after the cursor, and
+ *    `wrapped` from the first key up to the cursor: a skip scan of jobs_fairness_idx, one probe
+ *    per key, at most $3 keys in all. A key's backlog is never read, however long.
+ * 4. Each key's oldest jobs (a LATERAL per key: an index range on (queue, priority, key,
+ *    available_at), SKIP LOCKED), at most ceil($3 / keys) each. Jobs without a key take one turn
+ *    together, found among the first $3 claimable jobs of that priority in preference order (they
+ *    have no index of their own: plain jobs must not pay for one).
+ * 5. `candidate` takes the first $3 by round, then turn: each key's first job, then each key's
+ *    second, and so on. A key with 100,000 jobs waiting delays another key's job by at most one
+ *    round of the keys with work.
+ * 6. The update is the plain claim's (claim.ts), per lane. `advanced` moves the cursor to the last
+ *    key this claim served, in the same statement, unless another claim holds the cursor row
+ *    (SKIP LOCKED): no claim waits for another. A claim that came back short (a key with fewer
+ *    jobs than its share, or a priority running out) tells its caller to claim again at once.
+ */
+const fairStatement = (s: string) => `
+  WITH RECURSIVE ${fairCandidateCtes(s, '$3')},
   ${perLaneCtes(
     'claimed',
     true,

@@ -115,6 +115,13 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
     { arg: 5, kind: 'range', min: 1, max: MAX_BATCH },
     { arg: 7, kind: 'range', min: 0, max: DAY_MS },
   ],
+  claim_jobs_limited_fair: [
+    queue(1),
+    owner(2),
+    { arg: 3, kind: 'range', min: 1, max: MAX_BATCH },
+    lease(4),
+    { arg: 5, kind: 'range', min: 1, max: MAX_BATCH },
+  ],
   claim_jobs_fair: [queue(1), owner(2), { arg: 3, kind: 'range', min: 1, max: MAX_BATCH }, lease(4)],
   extend_leases: [
     ...fence,

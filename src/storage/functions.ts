@@ -28,7 +28,7 @@ import { createHash } from 'node:crypto';
 import { JobAgePending } from './aging.js';
 import { JobClaimMany } from './claim.js';
 import { JobClaimManyFair } from './claim-fair.js';
-import { JobClaimManyLimited } from './claim-limited.js';
+import { JobClaimManyLimited, JobClaimManyLimitedFair } from './claim-limited.js';
 import { JobClaimManyThrottled } from './claim-throttled.js';
 import {
   JobCompleteMany,
@@ -111,6 +111,12 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     statement: JobClaimManyThrottled,
     args: 'text, text, integer, double precision, bigint, bigint, double precision',
     returns: `${CLAIMED}, wait_ms double precision, throttled_by text`,
+  },
+  {
+    role: 'worker',
+    statement: JobClaimManyLimitedFair,
+    args: 'text, text, bigint, double precision, integer, bigint',
+    returns: CLAIMED,
   },
   {
     // Fairness (022): the cursor row is written only here; the plain claims ignore fairness.

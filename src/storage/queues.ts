@@ -138,7 +138,7 @@ export interface QueueChanges {
 
 /** The constraint that keeps a per-key concurrency limit apart from rate and concurrency limits. */
 export const ONE_LIMITED_CLAIM_CONSTRAINT = 'queues_one_limited_claim';
-/** The constraint that keeps fairness apart from every limit (022). */
+/** The constraint that keeps fairness apart from rate and concurrency limits (022). */
 export const FAIRNESS_ALONE_CONSTRAINT = 'queues_fairness_alone';
 
 /** Creates or updates a queue's settings; returns the row. */

@@ -183,6 +183,30 @@ describe('round-robin fairness', () => {
     expect(await claimKeys(lh, pool, 'ordered-fair', 6)).toEqual(['A0', 'B0', 'B0', 'B0']);
   });
 
+  it('composes with a per-key concurrency limit: turns between fairness keys, within each concurrency key’s slots', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    expect(
+      await lh.configureQueue('fair-limited', { fairness: 'round-robin', concurrencyLimitPerKey: 1 }),
+    ).toMatchObject({ fairness: 'round-robin', concurrencyLimitPerKey: 1 });
+    // A's jobs all count against one concurrency key; B's each against a key of its own.
+    await lh.enqueueMany(
+      'fair-limited',
+      Array.from({ length: 20 }, (_, n) => ({ payload: { n }, fairnessKey: 'A', concurrencyKey: 'shared' })),
+    );
+    await lh.enqueueMany(
+      'fair-limited',
+      Array.from({ length: 3 }, (_, n) => ({ payload: { n }, fairnessKey: 'B', concurrencyKey: `b${n}` })),
+    );
+    expect(await claimKeys(lh, pool, 'fair-limited', 4)).toEqual(['A0', 'B0', 'B0', 'B0']);
+    // 'shared' is at its limit and B has nothing left: nothing more until A's running job ends.
+    expect(await claimKeys(lh, pool, 'fair-limited', 4)).toEqual([]);
+    const { rows } = await pool.query<{ running: number }>(
+      `SELECT running FROM ${lh.schema}.concurrency_keys WHERE queue_name = 'fair-limited' AND concurrency_key = 'shared'`,
+    );
+    expect(rows[0]?.running).toBe(1);
+  });
+
   it('a queue without fairness keeps the plain claim statement and preference order; null turns fairness off', async () => {
     const lh = await migratedClient();
     const pool = testPool(2);
@@ -236,11 +260,11 @@ describe('round-robin fairness', () => {
     for (const fairness of ['none', 'fifo', true, 1, '']) {
       await expect(lh.configureQueue('bad', { fairness } as never)).rejects.toBeInstanceOf(ValidationError);
     }
-    await lh.configureQueue('bad', { concurrencyLimitPerKey: 2 });
+    await lh.configureQueue('bad', { concurrencyLimit: 2 });
     await expect(lh.configureQueue('bad', { fairness: 'round-robin' })).rejects.toThrow(
       /fairness cannot be combined/,
     );
-    expect(await lh.configureQueue('bad', {})).toMatchObject({ fairness: null, concurrencyLimitPerKey: 2 });
+    expect(await lh.configureQueue('bad', {})).toMatchObject({ fairness: null, concurrencyLimit: 2 });
     for (const fairnessKey of ['', 'x'.repeat(201), 5, null]) {
       await expect(lh.enqueue('bad', {}, { fairnessKey } as never)).rejects.toBeInstanceOf(ValidationError);
       await expect(

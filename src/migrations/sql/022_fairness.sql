@@ -8,11 +8,11 @@ ALTER TABLE jobs ADD COLUMN fairness_key text CHECK (length(fairness_key) BETWEE
 -- A queue's claim policy: null (the default) claims in preference order; 'round-robin' claims
 -- through JobClaimManyFair (storage/claim-fair.ts), taking turns between fairness keys. The plain
 -- claim does not look at it: a queue without fairness keeps its statement, to the letter.
--- Fairness is not combined with the limited claims (yet): a queue has one or the other.
+-- Fairness composes with a per-key concurrency limit (JobClaimManyLimitedFair, claim-limited.ts),
+-- not with the rate and concurrency limits of the throttled claim (yet): one or the other.
 ALTER TABLE queues ADD COLUMN fairness text CHECK (fairness IN ('round-robin'));
 ALTER TABLE queues ADD CONSTRAINT queues_fairness_alone
-  CHECK (fairness IS NULL OR (concurrency_limit_per_key IS NULL AND rate_limit_max IS NULL
-                              AND concurrency_limit IS NULL));
+  CHECK (fairness IS NULL OR (rate_limit_max IS NULL AND concurrency_limit IS NULL));
 
 -- Serves the fair claim's walk over the distinct keys with work at one priority (a skip scan: one
 -- probe per key) and each key's oldest claimable jobs (a range on the fourth column after three
