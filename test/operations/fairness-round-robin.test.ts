@@ -4,6 +4,7 @@ import { type Leasehold, ValidationError } from '../../src/index.js';
 import { ClaimRouter } from '../../src/runtime/claim-router.js';
 import { JobClaimMany } from '../../src/storage/claim.js';
 import { JobClaimManyFair } from '../../src/storage/claim-fair.js';
+import { JobClaimManyLimited, JobClaimManyLimitedFair } from '../../src/storage/claim-limited.js';
 import type { Queryable } from '../../src/storage/db.js';
 import { migratedClient, testPool, waitFor } from '../support/db.js';
 import { type PlanNode, planNodes } from '../support/plans.js';
@@ -241,6 +242,21 @@ describe('round-robin fairness', () => {
     await claim();
     expect(sent.filter((name) => name.includes('claim_jobs'))).toEqual([JobClaimMany(lh.schema).name]);
     expect(JobClaimMany(lh.schema).text).not.toContain('fair');
+
+    // A per-key limit without fairness keeps the limited claim; with fairness, its fair variant.
+    await lh.configureQueue('plain', { concurrencyLimitPerKey: 5 });
+    router.forget('plain');
+    sent.length = 0;
+    await claim();
+    expect(sent.filter((name) => name.includes('claim_jobs'))).toEqual([JobClaimManyLimited(lh.schema).name]);
+    expect(JobClaimManyLimited(lh.schema).text).not.toContain('fair');
+    await lh.configureQueue('plain', { fairness: 'round-robin' });
+    router.forget('plain');
+    sent.length = 0;
+    await claim();
+    expect(sent.filter((name) => name.includes('claim_jobs'))).toEqual([
+      JobClaimManyLimitedFair(lh.schema).name,
+    ]);
   });
 
   it('a worker whose cached settings still say fair gets nothing from the fair claim once fairness is off, and claims plainly', async () => {
@@ -296,6 +312,15 @@ describe('round-robin fairness', () => {
     const second = await workerRole.claim({ queue: 'roles-fair', owner: 'role-worker', limit: 1 });
     expect(first.map((lease) => lease.payload)).toEqual([{ n: 1 }, { n: 4 }]);
     expect(second.map((lease) => lease.payload)).toEqual([{ n: 2 }]);
+    // With a per-key limit as well (the limited fair claim's function).
+    await owner.configureQueue('roles-fair-limited', { fairness: 'round-robin', concurrencyLimitPerKey: 1 });
+    await producer.enqueueMany('roles-fair-limited', [
+      { payload: { n: 1 }, fairnessKey: 'A', concurrencyKey: 'k' },
+      { payload: { n: 2 }, fairnessKey: 'A', concurrencyKey: 'k' },
+      { payload: { n: 3 }, fairnessKey: 'B', concurrencyKey: 'j' },
+    ]);
+    const limited = await workerRole.claim({ queue: 'roles-fair-limited', owner: 'role-worker', limit: 3 });
+    expect(limited.map((lease) => lease.payload)).toEqual([{ n: 1 }, { n: 3 }]);
   });
 
   it('stores the key with every enqueue path: one, many, idempotent, ordered', async () => {
