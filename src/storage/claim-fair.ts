@@ -1,5 +1,5 @@
 import { MAX_BATCH } from '../validation.js';
-import { byPreference, CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
+import { CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
 import { defineStatement, type Queryable, run } from './db.js';
 import { idsFrom, perLaneCtes } from './lane-routing.js';
 
@@ -199,7 +199,8 @@ const fairStatement = (s: string) => `
     FROM cursor_row
     WHERE t.queue_name = cursor_row.queue_name
   )
-  SELECT * FROM claimed`;
+  -- Each claimed job with its place in the turns, so the worker starts them in that order.
+  SELECT claimed.*, candidate.turn_order AS turn FROM claimed JOIN candidate USING (id)`;
 
 /** The round-robin claim described above. */
 export const JobClaimManyFair = defineStatement('claim_jobs_fair', fairStatement);
@@ -217,8 +218,13 @@ export async function claimJobsFair(
     params.leaseMs,
     newClaimId(),
   ]);
-  // UPDATE ... RETURNING has no defined order; every row was chosen for this turn, so the worker
-  // may start them in preference order.
-  if (rows.length > 1) rows.sort(byPreference);
+  // UPDATE ... RETURNING has no defined order: restore the turns', which the worker starts them in
+  // (in preference order, the big key's older jobs would start first within every batch).
+  if (rows.length > 1) rows.sort(byTurn);
   return rows;
+}
+
+/** Sorts a fair claim's rows into turn order (`turn`, returned by the fair claims only). */
+export function byTurn(a: ClaimedRow, b: ClaimedRow): number {
+  return Number(a.turn) - Number(b.turn);
 }

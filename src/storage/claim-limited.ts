@@ -1,5 +1,5 @@
 import { byPreference, CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
-import { fairCandidateCtes } from './claim-fair.js';
+import { byTurn, fairCandidateCtes } from './claim-fair.js';
 import { defineStatement, type Queryable, run } from './db.js';
 
 /**
@@ -76,7 +76,7 @@ const limitedStatement = (fair: boolean) => (s: string) =>
     LEFT JOIN ${s}.concurrency_keys AS k ON k.queue_name = $1 AND k.concurrency_key = c.concurrency_key
   ),
   pre AS (
-    SELECT id, concurrency_key, priority, available_at,
+    SELECT id, concurrency_key, priority, available_at,${fair ? ' turn_order,' : ''}
            row_number() OVER (PARTITION BY concurrency_key ORDER BY ${order(fair)}) AS rn
     FROM (
       SELECT * FROM ranked
@@ -98,7 +98,9 @@ const limitedStatement = (fair: boolean) => (s: string) =>
     RETURNING k.concurrency_key, k.granted
   ),
   chosen AS (
-    SELECT pre.id, pre.concurrency_key IS NOT NULL AND slots.concurrency_key IS NOT NULL AS counted
+    SELECT pre.id, pre.concurrency_key IS NOT NULL AND slots.concurrency_key IS NOT NULL AS counted${
+      fair ? ', pre.turn_order' : ''
+    }
     FROM pre
     LEFT JOIN slots ON slots.concurrency_key = pre.concurrency_key
     WHERE slots.concurrency_key IS NULL OR pre.rn <= slots.granted
@@ -117,7 +119,7 @@ const limitedStatement = (fair: boolean) => (s: string) =>
   FROM chosen
   WHERE j.id = chosen.id
   RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.priority,
-            ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`;
+            ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}${fair ? ', chosen.turn_order AS turn' : ''}`;
 
 /** The limited claim described above. */
 export const JobClaimManyLimited = defineStatement('claim_jobs_limited', limitedStatement(false));
@@ -148,6 +150,6 @@ export async function claimJobsLimited(
     window,
     newClaimId(),
   ]);
-  if (rows.length > 1) rows.sort(byPreference);
+  if (rows.length > 1) rows.sort(params.fair ? byTurn : byPreference);
   return rows;
 }

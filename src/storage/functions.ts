@@ -116,14 +116,14 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     role: 'worker',
     statement: JobClaimManyLimitedFair,
     args: 'text, text, bigint, double precision, integer, bigint',
-    returns: CLAIMED,
+    returns: `${CLAIMED}, turn bigint`,
   },
   {
     // Fairness (022): the cursor row is written only here; the plain claims ignore fairness.
     role: 'worker',
     statement: JobClaimManyFair,
     args: 'text, text, integer, double precision, bigint',
-    returns: CLAIMED,
+    returns: `${CLAIMED}, turn bigint`,
   },
   {
     // A job's progress rides the renewal ($7): no statement of its own.

@@ -107,7 +107,18 @@ describe('round-robin fairness', () => {
       '1',
     ]);
     expect(estimated.rows[0]['QUERY PLAN'][0].Plan['Total Cost']).toBeLessThan(100_000);
-    const queues = { tenants: { handler: async () => {}, concurrency: 2, prefetch: 0 } };
+    // Handler starts, in order, across the four workers (one process: one list). Claims of up to
+    // four into two slots: half of each claim waits in the worker's buffer, in the claim's order.
+    const startedIds: string[] = [];
+    const queues = {
+      tenants: {
+        handler: async (job: { id: string }) => {
+          startedIds.push(job.id);
+        },
+        concurrency: 2,
+        prefetch: 2,
+      },
+    };
     const workers = await Promise.all(
       [1, 2, 3, 4].map(() =>
         started(lh.worker({ queues, claimBatchSize: 4, recoveryIntervalMs: 0, agingPassIntervalMs: 0 })),
@@ -135,6 +146,10 @@ describe('round-robin fairness', () => {
     );
     expect(rows).toHaveLength(10);
     for (const row of rows) expect(Number(row.ahead)).toBeLessThan(49);
+    // And in the order handlers started: every B job before A's 50th.
+    const bIds = new Set(b);
+    const lastB = Math.max(...b.map((id) => startedIds.indexOf(id)));
+    expect(startedIds.slice(0, lastB).filter((id) => !bIds.has(id)).length).toBeLessThan(49);
   }, 180_000);
 
   it('takes turns key after key, and the next claim starts with the key after the last one served', async () => {
@@ -147,6 +162,21 @@ describe('round-robin fairness', () => {
     expect(order).toEqual(['A0', 'B0', 'C0', 'A0', 'B0', 'C0', 'A0']);
     // A claim of four over three keys: two of the next key (B), one of each other.
     expect(await claimKeys(lh, pool, 'turns', 4)).toEqual(['A0', 'B0', 'B0', 'C0']);
+  });
+
+  it('returns a claim’s jobs in turn order, which the worker starts them in', async () => {
+    const lh = await migratedClient();
+    await lh.configureQueue('in-turn', { fairness: 'round-robin' });
+    await enqueueKeyed(lh, 'in-turn', 'A', 5);
+    await enqueueKeyed(lh, 'in-turn', 'B', 5);
+    const leases = await lh.claim({ queue: 'in-turn', owner: 'o', limit: 4 });
+    const { rows } = await testPool(1).query<{ id: string; k: string }>(
+      `SELECT id::text, fairness_key AS k FROM ${lh.schema}.jobs WHERE id = ANY ($1::bigint[])`,
+      [leases.map((lease) => lease.jobId)],
+    );
+    const keyOf = new Map(rows.map((row) => [row.id, row.k]));
+    // Preference order would be A, A, B, B (A's jobs are older).
+    expect(leases.map((lease) => keyOf.get(lease.jobId))).toEqual(['A', 'B', 'A', 'B']);
   });
 
   it('is fair within a priority: higher priorities first, keys in turn inside each', async () => {
