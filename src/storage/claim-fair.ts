@@ -167,6 +167,8 @@ export function fairCandidateCtes(s: string, limit: string, extra: readonly stri
  *    key this claim served, in the same statement, unless another claim holds the cursor row
  *    (SKIP LOCKED): no claim waits for another. A claim that came back short (a key with fewer
  *    jobs than its share, or a priority running out) tells its caller to claim again at once.
+ *    Each row carries its place in the turns (`turn`): the caller sorts by it, and a worker starts
+ *    the jobs in that order.
  */
 const fairStatement = (s: string) => `
   WITH RECURSIVE ${fairCandidateCtes(s, '$3')},
