@@ -353,6 +353,21 @@ describe('round-robin fairness', () => {
     expect(limited.map((lease) => lease.payload)).toEqual([{ n: 1 }, { n: 3 }]);
   });
 
+  it('forgetting a drained round-robin queue removes its cursor with its settings', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(1);
+    await lh.configureQueue('forgotten', { fairness: 'round-robin' });
+    const turns = async () =>
+      (
+        await pool.query(
+          `SELECT count(*)::int AS n FROM ${lh.schema}.fair_turns WHERE queue_name = 'forgotten'`,
+        )
+      ).rows[0].n;
+    expect(await turns()).toBe(1);
+    expect(await lh.forgetQueue('forgotten')).toBe(true);
+    expect(await turns()).toBe(0);
+  });
+
   it('stores the key with every enqueue path: one, many, idempotent, ordered', async () => {
     const lh = await migratedClient();
     const pool = testPool(2);
