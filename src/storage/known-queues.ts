@@ -140,9 +140,9 @@ export async function recordKnownQueues(db: Queryable, schema: string, limit = 1
 }
 
 /**
- * QueueForget: deletes a queue's queues row (its settings), limiter row and round-robin cursor, only when no job of the
- * queue is left (in any state, finished records included) and no schedule names it. Takes the
- * queues row lock (primary key); the probes are those of QueueKnownRead.
+ * QueueForget: deletes a queue's queues row (its settings), limiter row and round-robin cursor,
+ * only when no job of the queue is left (in any state, finished records included) and no schedule
+ * names it. Takes the queues row lock (primary key); the probes are those of QueueKnownRead.
  */
 const QueueForget = defineStatement(
   'forget_queue',
