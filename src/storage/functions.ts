@@ -41,14 +41,16 @@ import { EffectBegin, EffectRearm, EffectRecordResult } from './effects.js';
 import {
   JobInsert,
   JobInsertMany,
+  JobInsertManyFair,
+  JobInsertManyFairQuiet,
   JobInsertManyQuiet,
   JobInsertManyUniform,
   JobInsertManyUniformQuiet,
   JobInsertQuiet,
 } from './enqueue.js';
 import { JobInsertDeduped } from './enqueue-dedupe.js';
-import { JobInsertKeyed } from './enqueue-keyed.js';
-import { JobInsertOrdered } from './enqueue-ordered.js';
+import { JobInsertKeyed, JobInsertKeyedFair } from './enqueue-keyed.js';
+import { JobInsertOrdered, JobInsertOrderedFair } from './enqueue-ordered.js';
 import { JobFailMany, JobSnoozeMany } from './fail.js';
 import { FlowInsert } from './flows.js';
 import { boundsCheck } from './function-bounds.js';
@@ -211,24 +213,37 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
   {
     role: 'producer',
     statement: JobInsert,
-    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text',
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text',
     returns: 'id bigint, notified text',
   },
   {
     role: 'producer',
     statement: JobInsertQuiet,
-    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text',
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text',
     returns: 'id bigint',
   },
   {
     role: 'producer',
     statement: JobInsertMany,
-    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
     returns: 'ids text[], notified text',
   },
   {
     role: 'producer',
     statement: JobInsertManyQuiet,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
+    returns: 'ids text[], quiet boolean',
+  },
+  {
+    // Fairness keys (022): only enqueues that carry one name the column.
+    role: 'producer',
+    statement: JobInsertManyFair,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
+    returns: 'ids text[], notified text',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertManyFairQuiet,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
     returns: 'ids text[], quiet boolean',
   },
@@ -248,12 +263,24 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
   {
     role: 'producer',
     statement: JobInsertKeyed,
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text',
+    returns: 'id text, created boolean, notified bigint',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertKeyedFair,
     args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text, text',
     returns: 'id text, created boolean, notified bigint',
   },
   {
     role: 'producer',
     statement: JobInsertOrdered,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
+    returns: 'ids text[], notified text',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertOrderedFair,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[], text[]',
     returns: 'ids text[], notified text',
   },

@@ -170,7 +170,6 @@ describe('a leaked worker credential', () => {
         1,
         `${owner.schema}_wakeup`,
         null,
-        null,
       ]),
     );
     await refused(() => worker.enqueue('w-enqueue', { forged: true }));
