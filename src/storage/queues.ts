@@ -1,5 +1,8 @@
+import { DatabaseError } from '../errors.js';
 import { defineStatement, type Queryable, run } from './db.js';
 import { finishedQueueNamesCte } from './known-queues.js';
+
+const UNDEFINED_COLUMN = '42703';
 
 /**
  * QueueConfigure: creates or updates one queue's settings row. Each setting changes only when its
@@ -200,16 +203,24 @@ export function listQueues(db: Queryable, schema: string, limit: number): Promis
 /**
  * QueueClaimSettings: the settings that choose a queue's claim statement (per-key limit, rate and
  * concurrency limits, fairness) and its aging. Primary-key read of queues; no locks.
+ * QueueClaimSettingsBefore022 is the same read for a schema without 022's fairness column: a
+ * process of this version started before the migration ran (a rolling upgrade) keeps claiming.
  */
-const QueueClaimSettings = defineStatement(
-  'queue_claim_settings',
-  (s) => `
+const claimSettingsText = (s: string, fairness: boolean) => `
   SELECT concurrency_limit_per_key, aging_interval_ms IS NOT NULL AS aging,
          rate_limit_max IS NOT NULL OR concurrency_limit IS NOT NULL AS throttled,
          rate_limit_max IS NOT NULL AND rate_limit_per_key AS per_key_rate,
-         fairness IS NOT NULL AS fair
-  FROM ${s}.queues WHERE name = $1`,
+         ${fairness ? 'fairness IS NOT NULL' : 'false'} AS fair
+  FROM ${s}.queues WHERE name = $1`;
+const QueueClaimSettings = defineStatement('queue_claim_settings', (s) => claimSettingsText(s, true));
+const QueueClaimSettingsBefore022 = defineStatement('queue_claim_settings_before_022', (s) =>
+  claimSettingsText(s, false),
 );
+
+/** How long a schema found without 022 is read without fairness before a retry. */
+const WITHOUT_FAIRNESS_RETRY_MS = 30_000;
+/** Schemas found without queues.fairness, to the time (this process's clock) to try again. */
+const withoutFairnessUntil = new Map<string, number>();
 
 /** What a claimer needs to know of a queue: its per-key concurrency limit (null: none), and whether aging is on. */
 export interface QueueClaimSettingsRow {
@@ -229,13 +240,27 @@ export async function readClaimSettings(
   schema: string,
   queue: string,
 ): Promise<QueueClaimSettingsRow> {
-  const rows = await run<{
+  type Row = {
     concurrency_limit_per_key: number | null;
     aging: boolean;
     throttled: boolean;
     per_key_rate: boolean;
     fair: boolean;
-  }>(db, QueueClaimSettings(schema), [queue]);
+  };
+  let rows: Row[];
+  const until = withoutFairnessUntil.get(schema);
+  if (until !== undefined && Date.now() < until) {
+    rows = await run<Row>(db, QueueClaimSettingsBefore022(schema), [queue]);
+  } else {
+    try {
+      rows = await run<Row>(db, QueueClaimSettings(schema), [queue]);
+      withoutFairnessUntil.delete(schema);
+    } catch (err) {
+      if (!(err instanceof DatabaseError) || err.sqlState !== UNDEFINED_COLUMN) throw err;
+      withoutFairnessUntil.set(schema, Date.now() + WITHOUT_FAIRNESS_RETRY_MS);
+      rows = await run<Row>(db, QueueClaimSettingsBefore022(schema), [queue]);
+    }
+  }
   const row = rows[0];
   return {
     limit: row?.concurrency_limit_per_key ?? null,

@@ -1,12 +1,13 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { type Leasehold, ValidationError } from '../../src/index.js';
+import { Leasehold, ValidationError } from '../../src/index.js';
+import { migrate } from '../../src/migrations/migrator.js';
 import { ClaimRouter } from '../../src/runtime/claim-router.js';
 import { JobClaimMany } from '../../src/storage/claim.js';
 import { JobClaimManyFair } from '../../src/storage/claim-fair.js';
 import { JobClaimManyLimited, JobClaimManyLimitedFair } from '../../src/storage/claim-limited.js';
 import type { Queryable } from '../../src/storage/db.js';
-import { migratedClient, testPool, waitFor } from '../support/db.js';
+import { databaseUrl, dropSchema, migratedClient, testPool, uniqueSchema, waitFor } from '../support/db.js';
 import { type PlanNode, planNodes } from '../support/plans.js';
 import { roleClient } from '../support/roles.js';
 import { started } from '../support/worker.js';
@@ -366,6 +367,24 @@ describe('round-robin fairness', () => {
     expect(await turns()).toBe(1);
     expect(await lh.forgetQueue('forgotten')).toBe(true);
     expect(await turns()).toBe(0);
+  });
+
+  it('a process of this version enqueues and claims on a schema not yet at 022 (a rolling upgrade)', async () => {
+    const schema = uniqueSchema('lh_before_fair');
+    const pool = testPool(2);
+    await migrate(pool, schema, { upTo: 21 });
+    const lh = new Leasehold({ connectionString: databaseUrl(), schema, poolSize: 2 });
+    try {
+      const { id } = await lh.enqueue('before', { n: 1 });
+      const [lease] = await lh.claim({ queue: 'before', owner: 'o' });
+      expect(lease?.jobId).toBe(id);
+      expect(await lh.complete(lease as NonNullable<typeof lease>)).toBe(true);
+      // A key needs the column 022 adds.
+      await expect(lh.enqueue('before', {}, { fairnessKey: 'A' })).rejects.toThrow(/fairness_key/);
+    } finally {
+      await lh.close();
+      await dropSchema(schema);
+    }
   });
 
   it('stores the key with every enqueue path: one, many, idempotent, ordered', async () => {
