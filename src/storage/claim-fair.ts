@@ -17,13 +17,20 @@ const FAIR_ROWS = `queue_name = $1
         AND fairness_key IS NOT NULL
         AND priority = (SELECT priority FROM top)`;
 
-/** The next key with work at the top priority after `after` (and at most `upTo`), if any: one index probe. */
+/**
+ * The next key with work at the top priority after `after` (and at most `upTo`), if any, and
+ * whether it is due (its oldest job, the first index entry of the key, is claimable now): one
+ * index probe. A key whose jobs all wait for their time (a retry backing off) is walked past.
+ */
 const nextKey = (s: string, after: string, upTo?: string) => `(
-        SELECT fairness_key FROM ${s}.jobs
+        SELECT fairness_key, available_at <= now() FROM ${s}.jobs
         WHERE ${FAIR_ROWS}
           AND fairness_key > ${after}${upTo === undefined ? '' : `\n          AND fairness_key <= ${upTo}`}
-        ORDER BY fairness_key
+        ORDER BY fairness_key, available_at
         LIMIT 1)`;
+
+/** The most keys not yet due one claim walks past: a bound on its probes. */
+const MAX_PASSED = 1000;
 
 /**
  * The CTEs `turn` to `candidate` (steps 1 to 5 of JobClaimManyFair, below): up to `limit` claimable jobs of queue $1,
@@ -51,27 +58,37 @@ export function fairCandidateCtes(s: string, limit: string, extra: readonly stri
     LIMIT 1
     FOR UPDATE SKIP LOCKED
   ),
-  after_turn (key, pos) AS (
-    SELECT first.key, 1
-    FROM ${nextKey(s, `coalesce((SELECT last_key FROM turn), '')`)} AS first (key)
+  after_turn (key, pos, due, n_due) AS (
+    SELECT first.key, 1, first.due, first.due::int
+    FROM ${nextKey(s, `coalesce((SELECT last_key FROM turn), '')`)} AS first (key, due)
     UNION ALL
-    SELECT following.key, w.pos + 1
-    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key)
-    WHERE w.pos < ${limit}
+    SELECT following.key, w.pos + 1, following.due, w.n_due + following.due::int
+    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key, due)
+    WHERE w.n_due < ${limit} AND w.pos < ${limit} + ${MAX_PASSED}
   ),
-  wrapped (key, pos) AS (
-    SELECT first.key, 1
-    FROM ${nextKey(s, `''`, '(SELECT last_key FROM turn)')} AS first (key)
-    WHERE (SELECT count(*) FROM after_turn) < ${limit}
+  wrapped (key, pos, due, n_due) AS (
+    SELECT first.key, 1, first.due, first.due::int
+    FROM ${nextKey(s, `''`, '(SELECT last_key FROM turn)')} AS first (key, due)
+    WHERE (SELECT count(*) FILTER (WHERE due) FROM after_turn) < ${limit}
+      AND (SELECT count(*) FROM after_turn) < ${limit} + ${MAX_PASSED}
     UNION ALL
-    SELECT following.key, w.pos + 1
-    FROM wrapped AS w, LATERAL ${nextKey(s, 'w.key', '(SELECT last_key FROM turn)')} AS following (key)
-    WHERE w.pos + (SELECT count(*) FROM after_turn) < ${limit}
+    SELECT following.key, w.pos + 1, following.due, w.n_due + following.due::int
+    FROM wrapped AS w, LATERAL ${nextKey(s, 'w.key', '(SELECT last_key FROM turn)')} AS following (key, due)
+    WHERE w.n_due + (SELECT count(*) FILTER (WHERE due) FROM after_turn) < ${limit}
+      AND w.pos + (SELECT count(*) FROM after_turn) < ${limit} + ${MAX_PASSED}
+  ),
+  walked AS (
+    SELECT key, pos, due FROM after_turn
+    UNION ALL
+    SELECT key, pos + (SELECT count(*) FROM after_turn), due FROM wrapped
   ),
   keys AS (
-    SELECT key, pos FROM after_turn
-    UNION ALL
-    SELECT key, pos + (SELECT count(*) FROM after_turn) FROM wrapped
+    SELECT key, pos FROM walked WHERE due
+  ),
+  -- Where the next claim starts when this one serves no key (every key it walked was not due, or
+  -- its due jobs were all held by peers): after the last key walked, so that it never stalls.
+  walked_last AS (
+    SELECT key FROM walked ORDER BY pos DESC LIMIT 1
   ),
   front AS (
     SELECT id
@@ -191,13 +208,14 @@ const fairStatement = (s: string) => `
               j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`,
   )},
   cursor_row AS (
-    SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1
-      AND EXISTS (SELECT 1 FROM candidate WHERE key IS NOT NULL)
+    SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1 AND EXISTS (SELECT 1 FROM walked_last)
     FOR UPDATE SKIP LOCKED
   ),
   advanced AS (
     UPDATE ${s}.fair_turns AS t
-    SET last_key = (SELECT key FROM candidate WHERE key IS NOT NULL ORDER BY turn_order DESC LIMIT 1)
+    SET last_key = coalesce(
+          (SELECT key FROM candidate WHERE key IS NOT NULL ORDER BY turn_order DESC LIMIT 1),
+          (SELECT key FROM walked_last))
     FROM cursor_row
     WHERE t.queue_name = cursor_row.queue_name
   )

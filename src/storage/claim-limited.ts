@@ -27,14 +27,15 @@ const order = (fair: boolean) => (fair ? 'turn_order' : 'priority DESC, availabl
 /** The fair variant moves the round-robin cursor to the last key of the jobs it chose (claim-fair.ts). */
 const fairCursor = (s: string) => `
   cursor_row AS (
-    SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1
-      AND EXISTS (SELECT 1 FROM chosen JOIN candidate AS c USING (id) WHERE c.key IS NOT NULL)
+    SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1 AND EXISTS (SELECT 1 FROM walked_last)
     FOR UPDATE SKIP LOCKED
   ),
   advanced AS (
     UPDATE ${s}.fair_turns AS t
-    SET last_key = (SELECT c.key FROM chosen JOIN candidate AS c USING (id)
-                    WHERE c.key IS NOT NULL ORDER BY c.turn_order DESC LIMIT 1)
+    SET last_key = coalesce(
+          (SELECT c.key FROM chosen JOIN candidate AS c USING (id)
+           WHERE c.key IS NOT NULL ORDER BY c.turn_order DESC LIMIT 1),
+          (SELECT key FROM walked_last))
     FROM cursor_row
     WHERE t.queue_name = cursor_row.queue_name
   )`;

@@ -180,6 +180,18 @@ describe('round-robin fairness', () => {
     expect(leases.map((lease) => keyOf.get(lease.jobId))).toEqual(['A', 'B', 'A', 'B']);
   });
 
+  it('passes over keys whose jobs are not due yet (a retry backing off), and moves the turn on', async () => {
+    const lh = await migratedClient();
+    const pool = testPool(2);
+    await lh.configureQueue('backoff', { fairness: 'round-robin' });
+    // Keys A to C have only jobs due in an hour; D has work now.
+    for (const key of ['A', 'B', 'C'])
+      await lh.enqueue('backoff', {}, { fairnessKey: key, delayMs: 3_600_000 });
+    await enqueueKeyed(lh, 'backoff', 'D', 3);
+    expect(await claimKeys(lh, pool, 'backoff', 1)).toEqual(['D0']);
+    expect(await claimKeys(lh, pool, 'backoff', 2)).toEqual(['D0', 'D0']);
+  });
+
   it('is fair within a priority: higher priorities first, keys in turn inside each', async () => {
     const lh = await migratedClient();
     const pool = testPool(2);
