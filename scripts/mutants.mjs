@@ -425,7 +425,7 @@ export const MUTANTS = [
     name: 'fair-claim-cursor-stays',
     covers: 'round-robin',
     file: 'src/storage/claim-fair.ts',
-    find: '    SET last_key = (SELECT key FROM candidate WHERE key IS NOT NULL ORDER BY turn_order DESC LIMIT 1)',
+    find: '    SET last_key = coalesce(\n          (SELECT key FROM candidate WHERE key IS NOT NULL ORDER BY turn_order DESC LIMIT 1),\n          (SELECT key FROM walked_last))',
     replace: '    SET last_key = t.last_key',
     tests: ['fairness-round-robin'],
   },
@@ -435,6 +435,23 @@ export const MUTANTS = [
     file: 'src/storage/claim-fair.ts',
     find: '        AND fairness_key IS NOT NULL\n        AND priority = (SELECT priority FROM top)`;',
     replace: '        AND fairness_key IS NOT NULL`;',
+    tests: ['fairness-round-robin'],
+  },
+  {
+    name: 'fair-claim-shares-with-keys-not-due',
+    covers: 'round-robin',
+    file: 'src/storage/claim-fair.ts',
+    find: '    SELECT key, pos FROM walked WHERE due\n',
+    replace: '    SELECT key, pos FROM walked\n',
+    tests: ['fairness-round-robin'],
+  },
+  {
+    name: 'fair-claim-stops-at-keys-not-due',
+    covers: 'round-robin',
+    file: 'src/storage/claim-fair.ts',
+    find: "    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key, due)\n    WHERE w.n_due < ${limit}",
+    replace:
+      "    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key, due)\n    WHERE w.pos < ${limit}",
     tests: ['fairness-round-robin'],
   },
   // The schedule tick (src/storage/schedule-fire.ts).
