@@ -24,6 +24,7 @@ export const TRANSITIONS = [
   { name: 'pause', fenced: false },
   { name: 'per-key limits', fenced: false },
   { name: 'rate limits', fenced: false },
+  { name: 'round-robin', fenced: false },
   { name: 'flow release', fenced: true },
   { name: 'job.transaction', fenced: true },
   { name: 'effects', fenced: true },
@@ -412,6 +413,48 @@ export const MUTANTS = [
     find: "WHERE o.outcome = 'replaced' AND j.id = t.id AND j.status = 'running'",
     replace: "WHERE o.outcome = 'replaced' AND j.id = t.id AND j.status = 'running' AND false",
     tests: ['dedupe'],
+  },
+  // Round-robin fairness (src/storage/claim-fair.ts, 022).
+  {
+    name: 'fair-claim-key-by-key',
+    covers: 'round-robin',
+    file: 'src/storage/claim-fair.ts',
+    find: '    ORDER BY round, pos\n    LIMIT ${limit}',
+    replace: '    ORDER BY pos, round\n    LIMIT ${limit}',
+    tests: ['fairness-round-robin'],
+  },
+  {
+    name: 'fair-claim-cursor-stays',
+    covers: 'round-robin',
+    file: 'src/storage/claim-fair.ts',
+    find: '    SET last_key = coalesce(\n          (SELECT key FROM candidate WHERE key IS NOT NULL ORDER BY turn_order DESC LIMIT 1),\n          (SELECT key FROM walked_last))',
+    replace: '    SET last_key = t.last_key',
+    tests: ['fairness-round-robin'],
+  },
+  {
+    name: 'fair-claim-across-priorities',
+    covers: 'round-robin',
+    file: 'src/storage/claim-fair.ts',
+    find: '        AND fairness_key IS NOT NULL\n        AND priority = (SELECT priority FROM top)`;',
+    replace: '        AND fairness_key IS NOT NULL`;',
+    tests: ['fairness-round-robin'],
+  },
+  {
+    name: 'fair-claim-shares-with-keys-not-due',
+    covers: 'round-robin',
+    file: 'src/storage/claim-fair.ts',
+    find: '    SELECT key, pos FROM walked WHERE due\n',
+    replace: '    SELECT key, pos FROM walked\n',
+    tests: ['fairness-round-robin'],
+  },
+  {
+    name: 'fair-claim-stops-at-keys-not-due',
+    covers: 'round-robin',
+    file: 'src/storage/claim-fair.ts',
+    find: "    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key, due)\n    WHERE w.n_due < ${limit}",
+    replace:
+      "    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key, due)\n    WHERE w.pos < ${limit}",
+    tests: ['fairness-round-robin'],
   },
   // The schedule tick (src/storage/schedule-fire.ts).
   {

@@ -96,6 +96,11 @@ export interface EnqueueOptions {
   orderingKey?: string;
   /** Counts against the queue's `concurrencyLimitPerKey` (1 to 200 characters). */
   concurrencyKey?: string;
+  /**
+   * The key this job takes turns under on a queue with `fairness: 'round-robin'` (a tenant, a
+   * customer; 1 to 200 characters). Ignored by other queues. Not with `dedupe` (yet).
+   */
+  fairnessKey?: string;
   /** Throttle, debounce or replace jobs sharing a key (not with `idempotencyKey`): see `DedupeOptions`. */
   dedupe?: DedupeOptions;
 }
@@ -156,6 +161,8 @@ export interface EnqueueItem {
   orderingKey?: string;
   /** Per-key concurrency key: see `EnqueueOptions.concurrencyKey`. */
   concurrencyKey?: string;
+  /** Fairness key: see `EnqueueOptions.fairnessKey`. */
+  fairnessKey?: string;
   /** Deduplication by key: see `EnqueueOptions.dedupe` (duplicates inside one batch fold first). */
   dedupe?: DedupeOptions;
 }

@@ -15,10 +15,16 @@ export const JOB_FIELDS = [
 ] as const;
 
 /** Every option `lh.enqueue` accepts. */
-export const ENQUEUE_OPTION_KEYS = [...JOB_FIELDS, 'client', 'idempotencyKey', 'dedupe'] as const;
+export const ENQUEUE_OPTION_KEYS = [
+  ...JOB_FIELDS,
+  'fairnessKey',
+  'client',
+  'idempotencyKey',
+  'dedupe',
+] as const;
 
 /** Every key of an `lh.enqueueMany` item. */
-export const ENQUEUE_ITEM_KEYS = ['payload', ...JOB_FIELDS, 'dedupe'] as const;
+export const ENQUEUE_ITEM_KEYS = ['payload', ...JOB_FIELDS, 'fairnessKey', 'dedupe'] as const;
 
 /** The keys of the `dedupe` option. */
 export const DEDUPE_FIELDS = ['key', 'mode', 'windowMs'] as const;

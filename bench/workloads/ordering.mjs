@@ -57,10 +57,18 @@ async function runOnce(connectionString, name, workload, round, JOBS) {
 }
 
 /** Measures plain, ordering-key and per-key-limit claims; returns a jobs/s summary of each. */
-export async function measureOrdering(connectionString, { jobs = 20_000, rounds = 3 } = {}) {
-  const rates = Object.fromEntries(Object.keys(WORKLOADS).map((name) => [name, []]));
+export function measureOrdering(connectionString, options = {}) {
+  return measureWorkloads(connectionString, WORKLOADS, options);
+}
+
+/**
+ * Claims and completes each workload's jobs (`{ configure?, item }` by name) the same way, rounds
+ * rotating over them; returns a jobs/s summary of each (bench/workloads/fairness.mjs reuses it).
+ */
+export async function measureWorkloads(connectionString, workloads, { jobs = 20_000, rounds = 3 } = {}) {
+  const rates = Object.fromEntries(Object.keys(workloads).map((name) => [name, []]));
   for (let round = 0; round < rounds; round++) {
-    for (const [name, workload] of Object.entries(WORKLOADS)) {
+    for (const [name, workload] of Object.entries(workloads)) {
       rates[name].push(await runOnce(connectionString, name, workload, round, jobs));
     }
   }

@@ -54,6 +54,8 @@ async function enqueueOne(
   const job = newJob(context, { ...options, payload }, 'options');
   const db = connectionFor(context, options.client);
   const dedupe = parseDedupe(options.dedupe, 'options.dedupe', options);
+  if (dedupe !== null && job.fairnessKey !== null)
+    throw new ValidationError('options.fairnessKey', 'cannot be combined with dedupe yet');
   if (dedupe !== null) return enqueueDeduped(context, db, queue, job, dedupe, options.client !== undefined);
   if (options.idempotencyKey !== undefined) {
     const key = optionalText(options.idempotencyKey, 'options.idempotencyKey', MAX_KEY_CHARS) as string;
@@ -129,6 +131,12 @@ async function enqueueBatch(
   const db = connectionFor(context, options.client);
   const dedupes = items.map((item, index) => parseDedupe(item.dedupe, `items[${index}].dedupe`, item));
   if (dedupes.some((dedupe) => dedupe !== null)) {
+    const keyed = jobs.findIndex((job) => job.fairnessKey !== null);
+    if (keyed >= 0)
+      throw new ValidationError(
+        `items[${keyed}].fairnessKey`,
+        'cannot be combined with dedupe in one batch yet',
+      );
     return enqueueManyDeduped(context, options.client && db, queue, jobs, dedupes);
   }
   if (jobs.some((job) => job.orderingKey !== null)) {
@@ -153,6 +161,7 @@ export function newJob(
     maxAttempts?: number;
     orderingKey?: string;
     concurrencyKey?: string;
+    fairnessKey?: string;
   },
   field: string,
 ): NewJob {
@@ -182,5 +191,6 @@ export function newJob(
     ),
     orderingKey: optionalText(item.orderingKey, `${field}.orderingKey`, MAX_KEY_CHARS),
     concurrencyKey: optionalText(item.concurrencyKey, `${field}.concurrencyKey`, MAX_KEY_CHARS),
+    fairnessKey: optionalText(item.fairnessKey, `${field}.fairnessKey`, MAX_KEY_CHARS),
   };
 }

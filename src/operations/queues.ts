@@ -3,6 +3,7 @@ import { isLeaseholdError, ValidationError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
 import {
   configureQueue as configureQueueRow,
+  FAIRNESS_ALONE_CONSTRAINT,
   listQueues,
   ONE_LIMITED_CLAIM_CONSTRAINT,
   type QueueChanges,
@@ -39,6 +40,12 @@ export interface QueueConfig {
   rateLimit?: RateLimit | null;
   /** At most this many of the queue's jobs hold a live lease at once, across all workers; null: no limit. */
   concurrencyLimit?: number | null;
+  /**
+   * `'round-robin'`: claims take turns between the jobs' `fairnessKey`s, within a priority; null
+   * (the default) turns it off: claims in preference order. Composes with `concurrencyLimitPerKey`;
+   * not combined with `rateLimit` or `concurrencyLimit` (yet).
+   */
+  fairness?: 'round-robin' | null;
 }
 
 /** A queue's stored settings. */
@@ -56,6 +63,8 @@ export interface QueueSettings {
   rateLimit: Required<RateLimit> | null;
   /** The queue's global concurrency limit, or null. */
   concurrencyLimit: number | null;
+  /** `'round-robin'` when claims take turns between fairness keys, else null. */
+  fairness: 'round-robin' | null;
 }
 
 /** One queue at a glance. */
@@ -92,6 +101,7 @@ export const CONFIGURE_QUEUE_KEYS = [
   'agingMaxBoost',
   'rateLimit',
   'concurrencyLimit',
+  'fairness',
 ] as const;
 
 /** Validates and stores a queue's settings. */
@@ -132,6 +142,7 @@ export async function configureQueue(
   if (config.rateLimit !== undefined) changes.rateLimit = parseRateLimit(config.rateLimit);
   if (config.concurrencyLimit !== undefined)
     changes.concurrencyLimit = parseConcurrencyLimit(config.concurrencyLimit);
+  if (config.fairness !== undefined) changes.fairness = parseFairness(config.fairness);
   try {
     return toSettings(await configureQueueRow(db, schema, queue, changes));
   } catch (err) {
@@ -140,6 +151,11 @@ export async function configureQueue(
       throw new ValidationError(
         'config',
         'concurrencyLimitPerKey cannot be combined with rateLimit or concurrencyLimit on one queue; nothing was changed',
+      );
+    if (isLeaseholdError(err, 'DATABASE') && constraint === FAIRNESS_ALONE_CONSTRAINT)
+      throw new ValidationError(
+        'config',
+        'fairness cannot be combined with rateLimit or concurrencyLimit on one queue (yet); nothing was changed',
       );
     throw err;
   }
@@ -198,5 +214,17 @@ function toSettings(row: QueueRow): QueueSettings {
         ? null
         : { max: row.rate_limit_max, perMs: row.rate_limit_per_ms, perKey: row.rate_limit_per_key },
     concurrencyLimit: row.concurrency_limit,
+    fairness: row.fairness,
   };
+}
+
+/** The fairness policies a queue may have; null turns fairness off. */
+const FAIRNESS_POLICIES = ['round-robin'] as const;
+
+/** Validates `config.fairness`: `'round-robin'` or null. */
+function parseFairness(value: unknown): 'round-robin' | null {
+  if (value === null) return null;
+  if (typeof value === 'string' && (FAIRNESS_POLICIES as readonly string[]).includes(value))
+    return value as 'round-robin';
+  throw new ValidationError('config.fairness', "must be 'round-robin' or null (off)");
 }

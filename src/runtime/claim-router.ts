@@ -1,4 +1,5 @@
 import { type ClaimedRow, claimJobs } from '../storage/claim.js';
+import { claimJobsFair } from '../storage/claim-fair.js';
 import { claimJobsLimited } from '../storage/claim-limited.js';
 import { claimJobsThrottled, type ThrottleVerdict } from '../storage/claim-throttled.js';
 import type { Queryable } from '../storage/db.js';
@@ -27,8 +28,9 @@ type CachedSettings = QueueClaimSettingsRow & { readAt: number };
 
 /**
  * Chooses the claim statement per queue: the plain claim, the limited one when the queue has a
- * per-key concurrency limit, or the throttled one when it has a rate or concurrency limit, from a
- * cached read of the queue's settings. A stale cache cannot break
+ * per-key concurrency limit, the throttled one when it has a rate or concurrency limit, or the
+ * round-robin one when it has fairness on, from a cached read of the queue's settings. (A worker
+ * whose cache predates fairness being turned on claims in preference order until it re-reads.) A stale cache cannot break
  * the limit: the plain claim yields nothing for a limited queue, and an empty plain claim re-reads
  * the settings at once (so plain queues pay one primary-key read per empty claim, none per full one).
  * Plain claims start at the queue's ClaimFloor. A floored claim that comes back short returns what
@@ -40,6 +42,8 @@ export class ClaimRouter {
   readonly #limits = new Map<string, CachedSettings>();
   readonly #floors = new Map<string, ClaimFloor>();
   readonly #throttles = new Map<string, Throttle>();
+  /** Round-robin queues whose last claim came back short but not empty: claim again at once. */
+  readonly #fairShort = new Set<string>();
 
   constructor(
     private readonly db: Queryable,
@@ -56,9 +60,16 @@ export class ClaimRouter {
     leaseMs: number;
   }): Promise<ClaimedRow[]> {
     this.#throttles.delete(params.queue);
+    this.#fairShort.delete(params.queue);
     let cached = this.#limits.get(params.queue);
     if (!cached || performance.now() - cached.readAt > SETTINGS_TTL_MS)
       cached = await this.#read(params.queue);
+    if (cached.fair) {
+      const rows = await this.#claimFair(params, cached.limit !== null);
+      if (rows.length > 0) return rows;
+      cached = await this.#read(params.queue); // fairness was turned off (or the queue paused)
+      if (cached.fair) return rows;
+    }
     if (cached.throttled) {
       const { rows, verdict } = await this.#claimThrottled(params, cached.perKeyRate);
       if (verdict.limited) return rows;
@@ -69,8 +80,23 @@ export class ClaimRouter {
     const rows = await this.#claimPlain(params, !cached.aging);
     if (rows.length > 0) return rows;
     const fresh = await this.#read(params.queue);
+    if (fresh.fair) return this.#claimFair(params, fresh.limit !== null);
     if (fresh.throttled) return (await this.#claimThrottled(params, fresh.perKeyRate)).rows;
     return fresh.limit === null ? rows : claimJobsLimited(this.db, this.schema, params);
+  }
+
+  // A fair claim comes back short while work waits when a key had fewer jobs than its share or
+  // its priority ran out: the worker is told to claim again (frontClaimDue) instead of going idle.
+  // With a per-key concurrency limit too, the limited claim takes the fair claim's candidates.
+  async #claimFair(
+    params: { queue: string; owner: string; limit: number; leaseMs: number },
+    limited: boolean,
+  ) {
+    const rows = limited
+      ? await claimJobsLimited(this.db, this.schema, { ...params, fair: true })
+      : await claimJobsFair(this.db, this.schema, params);
+    if (rows.length > 0 && rows.length < params.limit) this.#fairShort.add(params.queue);
+    return rows;
   }
 
   async #claimThrottled(
@@ -118,11 +144,13 @@ export class ClaimRouter {
   }
 
   /**
-   * True when the queue's last claim started at a floor and came back short: jobs may wait below
-   * the floor, and the next claim, which starts at the front, should be made now.
+   * True when the queue's last claim came back short but more may be claimable, so the next claim
+   * should be made now: it started at a floor (jobs may wait below it, and the next claim starts at
+   * the front), or it was a round-robin claim (keys with less than their share, or a priority that
+   * ran out).
    */
   frontClaimDue(queue: string): boolean {
-    return this.#floors.get(queue)?.frontDue() ?? false;
+    return this.#fairShort.has(queue) || (this.#floors.get(queue)?.frontDue() ?? false);
   }
 
   /** Forgets a queue's cached settings (after this process changed them). */

@@ -1,4 +1,5 @@
 import { byPreference, CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
+import { byTurn, fairCandidateCtes } from './claim-fair.js';
 import { defineStatement, type Queryable, run } from './db.js';
 
 /**
@@ -20,17 +21,41 @@ import { defineStatement, type Queryable, run } from './db.js';
  * Jobs without a concurrency key are claimed as usual. The transitions that end a run (complete,
  * fail, snooze, recovery, cancel) give the slot back (see key-slots.ts).
  */
-export const JobClaimManyLimited = defineStatement(
-  'claim_jobs_limited',
-  (s) => `
-  WITH settings AS (
+/** The preference order of the limited claim: the plain one, or the fair claim's turns. */
+const order = (fair: boolean) => (fair ? 'turn_order' : 'priority DESC, available_at, id');
+
+/** The fair variant moves the round-robin cursor to the last key of the jobs it chose (claim-fair.ts). */
+const fairCursor = (s: string) => `
+  cursor_row AS (
+    SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1 AND EXISTS (SELECT 1 FROM walked_last)
+    FOR UPDATE SKIP LOCKED
+  ),
+  advanced AS (
+    UPDATE ${s}.fair_turns AS t
+    SET last_key = coalesce(
+          (SELECT c.key FROM chosen JOIN candidate AS c USING (id)
+           WHERE c.key IS NOT NULL ORDER BY c.turn_order DESC LIMIT 1),
+          (SELECT key FROM walked_last))
+    FROM cursor_row
+    WHERE t.queue_name = cursor_row.queue_name
+  )`;
+
+const limitedStatement = (fair: boolean) => (s: string) =>
+  `
+  WITH ${fair ? 'RECURSIVE ' : ''}settings AS (
     SELECT concurrency_limit_per_key AS per_key
     FROM ${s}.queues
     -- Nothing for a queue with a rate or concurrency limit: those are the throttled claim's (a
     -- worker role calling this function directly must not step around them; issue 17).
-    WHERE name = $1 AND NOT paused AND rate_limit_max IS NULL AND concurrency_limit IS NULL
+    WHERE name = $1 AND NOT paused AND rate_limit_max IS NULL AND concurrency_limit IS NULL${
+      fair ? " AND fairness = 'round-robin'" : ''
+    }
   ),
-  candidate AS (
+  ${
+    fair
+      ? `${fairCandidateCtes(s, '$5', ['concurrency_key', 'priority'])},
+`
+      : `candidate AS (
     SELECT id, concurrency_key, priority, available_at
     FROM ${s}.jobs
     WHERE queue_name = $1
@@ -43,20 +68,21 @@ export const JobClaimManyLimited = defineStatement(
     LIMIT $5
     FOR UPDATE SKIP LOCKED
   ),
-  ranked AS (
+`
+  }  ranked AS (
     SELECT c.*, row_number() OVER (
-             PARTITION BY c.concurrency_key ORDER BY c.priority DESC, c.available_at, c.id) AS rn,
+             PARTITION BY c.concurrency_key ORDER BY ${fair ? 'c.turn_order' : 'c.priority DESC, c.available_at, c.id'}) AS rn,
            greatest(0, (SELECT per_key FROM settings) - coalesce(k.running, 0)) AS room
     FROM candidate AS c
     LEFT JOIN ${s}.concurrency_keys AS k ON k.queue_name = $1 AND k.concurrency_key = c.concurrency_key
   ),
   pre AS (
-    SELECT id, concurrency_key, priority, available_at,
-           row_number() OVER (PARTITION BY concurrency_key ORDER BY priority DESC, available_at, id) AS rn
+    SELECT id, concurrency_key, priority, available_at,${fair ? ' turn_order,' : ''}
+           row_number() OVER (PARTITION BY concurrency_key ORDER BY ${order(fair)}) AS rn
     FROM (
       SELECT * FROM ranked
       WHERE concurrency_key IS NULL OR (SELECT per_key FROM settings) IS NULL OR rn <= room
-      ORDER BY priority DESC, available_at, id
+      ORDER BY ${order(fair)}
       LIMIT $3
     ) AS first
   ),
@@ -73,11 +99,13 @@ export const JobClaimManyLimited = defineStatement(
     RETURNING k.concurrency_key, k.granted
   ),
   chosen AS (
-    SELECT pre.id, pre.concurrency_key IS NOT NULL AND slots.concurrency_key IS NOT NULL AS counted
+    SELECT pre.id, pre.concurrency_key IS NOT NULL AND slots.concurrency_key IS NOT NULL AS counted${
+      fair ? ', pre.turn_order' : ''
+    }
     FROM pre
     LEFT JOIN slots ON slots.concurrency_key = pre.concurrency_key
     WHERE slots.concurrency_key IS NULL OR pre.rn <= slots.granted
-  )
+  )${fair ? `,${fairCursor(s)}` : ''}
   UPDATE ${s}.jobs AS j
   SET status = 'running',
       attempt_count = j.attempt_count + 1,
@@ -92,18 +120,30 @@ export const JobClaimManyLimited = defineStatement(
   FROM chosen
   WHERE j.id = chosen.id
   RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.priority,
-            ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`,
-);
+            ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}${fair ? ', chosen.turn_order AS turn' : ''}`;
 
-/** Claims like `claimJobs`, within the queue's per-key concurrency limit. */
+/** The limited claim described above. */
+export const JobClaimManyLimited = defineStatement('claim_jobs_limited', limitedStatement(false));
+/**
+ * JobClaimManyLimited for a round-robin queue (022): its candidates are the fair claim's
+ * (claim-fair.ts, a window of $5 in turns between fairness keys), ranked by turn instead of
+ * preference, and it moves the queue's cursor as the fair claim does.
+ */
+export const JobClaimManyLimitedFair = defineStatement('claim_jobs_limited_fair', limitedStatement(true));
+
+/**
+ * Claims like `claimJobs`, within the queue's per-key concurrency limit; with `fair`, in turns
+ * between fairness keys (a round-robin queue).
+ */
 export async function claimJobsLimited(
   db: Queryable,
   schema: string,
-  params: { queue: string; owner: string; limit: number; leaseMs: number },
+  params: { queue: string; owner: string; limit: number; leaseMs: number; fair?: boolean },
 ): Promise<ClaimedRow[]> {
   // The window passes over jobs of saturated keys; wider costs more locks per claim.
   const window = Math.min(1000, Math.max(4 * params.limit, 100));
-  const rows = await run<ClaimedRow>(db, JobClaimManyLimited(schema), [
+  const statement = params.fair ? JobClaimManyLimitedFair : JobClaimManyLimited;
+  const rows = await run<ClaimedRow>(db, statement(schema), [
     params.queue,
     params.owner,
     params.limit,
@@ -111,6 +151,6 @@ export async function claimJobsLimited(
     window,
     newClaimId(),
   ]);
-  if (rows.length > 1) rows.sort(byPreference);
+  if (rows.length > 1) rows.sort(params.fair ? byTurn : byPreference);
   return rows;
 }

@@ -107,6 +107,8 @@ export interface ClaimedRow {
   available_ms: number;
   /** Its completion needs no ordering, key-slot or flow step (see CLAIMED_PLAIN). */
   plain: boolean;
+  /** Its place in a round-robin claim's turns (claim-fair.ts; bigint text); absent from other claims. */
+  turn?: string;
 }
 
 /** Claims up to `limit` jobs of `queue` for `owner`; rows come back in preference order. */

@@ -1,5 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import { type NewJob, wakeupChannel } from './enqueue.js';
+import { hasFairnessKey, type NewJob, wakeupChannel } from './enqueue.js';
 
 /**
  * JobInsertKeyed: (nothing) -> pending, unless queue $1 already holds a job under idempotency key
@@ -12,9 +12,7 @@ import { type NewJob, wakeupChannel } from './enqueue.js';
  * statement, inside caller transactions too. The job row itself is inserted only when the key row
  * is new. Plain enqueue (no key) does none of this.
  */
-export const JobInsertKeyed = defineStatement(
-  'enqueue_keyed',
-  (s) => `
+const keyedText = (s: string, fair: boolean) => `
   WITH fresh AS (
     SELECT nextval(pg_get_serial_sequence('${s}.jobs', 'id')) AS id
   ),
@@ -25,18 +23,22 @@ export const JobInsertKeyed = defineStatement(
     RETURNING k.job_id
   ),
   inserted AS (
-    INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts, concurrency_key)
+    INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts, concurrency_key${fair ? ', fairness_key' : ''})
     OVERRIDING SYSTEM VALUE
     SELECT key.job_id, $1, $2::jsonb, $3,
-           coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $9
+           coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $9${fair ? ', $10' : ''}
     FROM key, fresh
     WHERE key.job_id = fresh.id
     RETURNING id
   )
   SELECT key.job_id::text AS id, key.job_id = fresh.id AS created,
          (SELECT count(pg_notify($7, $1)) FROM inserted) AS notified
-  FROM key, fresh`,
-);
+  FROM key, fresh`;
+
+/** The keyed insert described above. */
+export const JobInsertKeyed = defineStatement('enqueue_keyed', (s) => keyedText(s, false));
+/** JobInsertKeyed with the job's fairness key ($10, 022): the plain one does not name the column. */
+export const JobInsertKeyedFair = defineStatement('enqueue_keyed_fair', (s) => keyedText(s, true));
 
 /** Inserts a job unless its key is taken; returns the id of the job holding the key. */
 export async function insertKeyedJob(
@@ -46,7 +48,7 @@ export async function insertKeyedJob(
   job: NewJob,
   key: string,
 ): Promise<{ id: string; created: boolean }> {
-  const rows = await run<{ id: string; created: boolean }>(db, JobInsertKeyed(schema), [
+  const values = [
     queue,
     job.payloadJson,
     job.priority,
@@ -56,7 +58,13 @@ export async function insertKeyedJob(
     wakeupChannel(schema),
     key,
     job.concurrencyKey,
-  ]);
+  ];
+  const rows = hasFairnessKey(job)
+    ? await run<{ id: string; created: boolean }>(db, JobInsertKeyedFair(schema), [
+        ...values,
+        job.fairnessKey,
+      ])
+    : await run<{ id: string; created: boolean }>(db, JobInsertKeyed(schema), values);
   const row = rows[0] as { id: string; created: boolean };
   return { id: row.id, created: row.created };
 }

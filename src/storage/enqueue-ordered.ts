@@ -1,5 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import { batchColumns, type NewJob, wakeupChannel } from './enqueue.js';
+import { batchColumns, hasFairnessKey, type NewJob, wakeupChannel } from './enqueue.js';
 
 /**
  * Under the key row's lock (INSERT ... ON CONFLICT DO UPDATE reads the latest committed version),
@@ -23,9 +23,7 @@ export const TAKE_KEY = `
  * the job ahead of it releases it. Two enqueues of one key serialise on the key row; a completion
  * of the key's head takes the same row lock. Notifies the queue's listeners on commit.
  */
-export const JobInsertOrdered = defineStatement(
-  'enqueue_ordered',
-  (s) => `
+const orderedText = (s: string, fair: boolean) => `
   WITH items AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('${s}.jobs', 'id')) AS id, i.*
     FROM ROWS FROM (
@@ -35,8 +33,8 @@ export const JobInsertOrdered = defineStatement(
       unnest($5::double precision[]),
       unnest($6::integer[]),
       unnest($8::text[]),
-      unnest($9::text[])
-    ) WITH ORDINALITY AS i(payload, priority, run_at, delay_ms, max_attempts, ordering_key, concurrency_key, ord)
+      unnest($9::text[])${fair ? ',\n      unnest($10::text[])' : ''}
+    ) WITH ORDINALITY AS i(payload, priority, run_at, delay_ms, max_attempts, ordering_key, concurrency_key, ${fair ? 'fairness_key, ' : ''}ord)
     ORDER BY i.ord
   ),
   groups AS (
@@ -54,18 +52,22 @@ export const JobInsertOrdered = defineStatement(
   ),
   inserted AS (
     INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts,
-                           ordering_key, concurrency_key, awaits_predecessor)
+                           ordering_key, concurrency_key, ${fair ? 'fairness_key, ' : ''}awaits_predecessor)
     OVERRIDING SYSTEM VALUE
     SELECT i.id, $1, i.payload::jsonb, i.priority,
            coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts,
-           i.ordering_key, i.concurrency_key, keys.head_id IS DISTINCT FROM i.id AND i.ordering_key IS NOT NULL
+           i.ordering_key, i.concurrency_key, ${fair ? 'i.fairness_key, ' : ''}keys.head_id IS DISTINCT FROM i.id AND i.ordering_key IS NOT NULL
     FROM items AS i
     LEFT JOIN keys ON keys.ordering_key = i.ordering_key
     ORDER BY i.id
     RETURNING id
   )
-  SELECT array_agg(id ORDER BY id)::text[] AS ids, pg_notify($7, $1)::text AS notified FROM inserted`,
-);
+  SELECT array_agg(id ORDER BY id)::text[] AS ids, pg_notify($7, $1)::text AS notified FROM inserted`;
+
+/** The ordered insert described above. */
+export const JobInsertOrdered = defineStatement('enqueue_ordered', (s) => orderedText(s, false));
+/** JobInsertOrdered with each job's fairness key ($10, 022): the plain one does not name the column. */
+export const JobInsertOrderedFair = defineStatement('enqueue_ordered_fair', (s) => orderedText(s, true));
 
 /** Inserts jobs of one queue, some with ordering keys, in one statement; ids in input order. */
 export async function insertOrderedJobs(
@@ -74,12 +76,18 @@ export async function insertOrderedJobs(
   queue: string,
   jobs: readonly NewJob[],
 ): Promise<string[]> {
-  const rows = await run<{ ids: string[] }>(db, JobInsertOrdered(schema), [
+  const values = [
     queue,
     ...batchColumns(jobs),
     wakeupChannel(schema),
     jobs.map((job) => job.orderingKey),
     jobs.map((job) => job.concurrencyKey),
-  ]);
+  ];
+  const rows = jobs.some(hasFairnessKey)
+    ? await run<{ ids: string[] }>(db, JobInsertOrderedFair(schema), [
+        ...values,
+        jobs.map((job) => job.fairnessKey ?? null),
+      ])
+    : await run<{ ids: string[] }>(db, JobInsertOrdered(schema), values);
   return rows[0]?.ids ?? [];
 }

@@ -48,13 +48,13 @@ const WakeupNotify = defineStatement('wakeup_notify', () => 'SELECT pg_notify($1
  * of every row with its payload, about a tenth of the statement; test/storage/enqueue.test.ts checks the
  * order.
  */
-const insertManyText = (s: string, notify: boolean) => `
+const insertManyText = (s: string, notify: boolean, fair = false) => `
   WITH inserted AS (
-    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
+    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key${fair ? ', fairness_key' : ''})
     SELECT $1, i.payload::jsonb, i.priority,
-           coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts, i.concurrency_key
-    FROM unnest($2::text[], $3::integer[], $4::timestamptz[], $5::double precision[], $6::integer[], $8::text[])
-      AS i(payload, priority, run_at, delay_ms, max_attempts, concurrency_key)
+           coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts, i.concurrency_key${fair ? ', i.fairness_key' : ''}
+    FROM unnest($2::text[], $3::integer[], $4::timestamptz[], $5::double precision[], $6::integer[], $8::text[]${fair ? ', $9::text[]' : ''})
+      AS i(payload, priority, run_at, delay_ms, max_attempts, concurrency_key${fair ? ', fairness_key' : ''})
     RETURNING id
   )
   SELECT array_agg(id ORDER BY id)::text[] AS ids${notify ? ', pg_notify($7, $1)::text AS notified' : ', $7::text IS NULL AS quiet'}
@@ -63,6 +63,17 @@ export const JobInsertMany = defineStatement('enqueue_many', (s) => insertManyTe
 
 /** JobInsertManyQuiet: JobInsertMany without the notification, for coalesced wake-ups (as JobInsertQuiet). */
 export const JobInsertManyQuiet = defineStatement('enqueue_many_quiet', (s) => insertManyText(s, false));
+
+/**
+ * JobInsertManyFair: JobInsertMany with each job's fairness key ($9, 022), for a batch (or a single
+ * enqueue) where any job has one; jobs without a key get null. The other inserts do not name the
+ * column, so enqueues without keys are unchanged.
+ */
+export const JobInsertManyFair = defineStatement('enqueue_many_fair', (s) => insertManyText(s, true, true));
+/** JobInsertManyFair without the notification, for coalesced wake-ups. */
+export const JobInsertManyFairQuiet = defineStatement('enqueue_many_fair_quiet', (s) =>
+  insertManyText(s, false, true),
+);
 
 /**
  * JobInsertManyUniform: JobInsertMany for a uniform batch, the usual bulk load: every job claimable
@@ -90,6 +101,11 @@ export const JobInsertManyUniformQuiet = defineStatement('enqueue_many_uniform_q
   insertUniformText(s, false),
 );
 
+/** True when the job takes turns under a fairness key (022). */
+export function hasFairnessKey(job: NewJob): boolean {
+  return job.fairnessKey !== undefined && job.fairnessKey !== null;
+}
+
 /** True when every job of the batch is claimable now with the first one's priority and attempt budget, without a key. */
 function isUniform(jobs: readonly NewJob[]): boolean {
   const first = jobs[0];
@@ -99,6 +115,7 @@ function isUniform(jobs: readonly NewJob[]): boolean {
       job.runAt !== null ||
       job.delayMs !== 0 ||
       job.concurrencyKey !== null ||
+      hasFairnessKey(job) ||
       job.priority !== first.priority ||
       job.maxAttempts !== first.maxAttempts
     ) {
@@ -119,6 +136,8 @@ export interface NewJob {
   orderingKey: string | null;
   /** Per-key concurrency limit key; null for none. */
   concurrencyKey: string | null;
+  /** The key a round-robin queue takes turns between (claim-fair.ts); null or absent for none. */
+  fairnessKey?: string | null;
 }
 
 /** Inserts one job; returns its id. `notify: false` leaves the wake-up to the caller. */
@@ -129,6 +148,8 @@ export async function insertJob(
   job: NewJob,
   { notify = true }: { notify?: boolean } = {},
 ): Promise<string> {
+  // With a fairness key, the batch insert that names the column (the plain one does not).
+  if (hasFairnessKey(job)) return (await insertJobs(db, schema, queue, [job], { notify }))[0] as string;
   if (!notify) {
     const quiet = await run<{ id: string }>(db, JobInsertQuiet(schema), [
       queue,
@@ -201,6 +222,20 @@ export async function insertJobs(
       ],
     );
     return uniform[0]?.ids ?? [];
+  }
+  if (jobs.some(hasFairnessKey)) {
+    const fair = await run<{ ids: string[] }>(
+      db,
+      (notify ? JobInsertManyFair : JobInsertManyFairQuiet)(schema),
+      [
+        queue,
+        ...batchColumns(jobs),
+        wakeupChannel(schema),
+        jobs.map((job) => job.concurrencyKey),
+        jobs.map((job) => job.fairnessKey ?? null),
+      ],
+    );
+    return fair[0]?.ids ?? [];
   }
   const rows = await run<{ ids: string[] }>(db, (notify ? JobInsertMany : JobInsertManyQuiet)(schema), [
     queue,

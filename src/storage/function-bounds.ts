@@ -115,6 +115,14 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
     { arg: 5, kind: 'range', min: 1, max: MAX_BATCH },
     { arg: 7, kind: 'range', min: 0, max: DAY_MS },
   ],
+  claim_jobs_limited_fair: [
+    queue(1),
+    owner(2),
+    { arg: 3, kind: 'range', min: 1, max: MAX_BATCH },
+    lease(4),
+    { arg: 5, kind: 'range', min: 1, max: MAX_BATCH },
+  ],
+  claim_jobs_fair: [queue(1), owner(2), { arg: 3, kind: 'range', min: 1, max: MAX_BATCH }, lease(4)],
   extend_leases: [
     ...fence,
     { arg: 6, kind: 'each-range', min: 1, max: MAX_LEASE_MS },
@@ -186,6 +194,11 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
   enqueue_many_uniform_quiet: insertUniform,
   enqueue_keyed: [...insertOne, { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_ordered: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
+  // The fairness key itself is bounded by its column's CHECK (022), as concurrency keys are (003).
+  enqueue_many_fair: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
+  enqueue_many_fair_quiet: [queue(1), ...insertMany(2)],
+  enqueue_keyed_fair: [...insertOne, { arg: 7, kind: 'channel', channel: 'wakeup' }],
+  enqueue_ordered_fair: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_deduped: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_flow: [
     ...insertMany(2),

@@ -27,7 +27,8 @@
 import { createHash } from 'node:crypto';
 import { JobAgePending } from './aging.js';
 import { JobClaimMany } from './claim.js';
-import { JobClaimManyLimited } from './claim-limited.js';
+import { JobClaimManyFair } from './claim-fair.js';
+import { JobClaimManyLimited, JobClaimManyLimitedFair } from './claim-limited.js';
 import { JobClaimManyThrottled } from './claim-throttled.js';
 import {
   JobCompleteMany,
@@ -40,14 +41,16 @@ import { EffectBegin, EffectRearm, EffectRecordResult } from './effects.js';
 import {
   JobInsert,
   JobInsertMany,
+  JobInsertManyFair,
+  JobInsertManyFairQuiet,
   JobInsertManyQuiet,
   JobInsertManyUniform,
   JobInsertManyUniformQuiet,
   JobInsertQuiet,
 } from './enqueue.js';
 import { JobInsertDeduped } from './enqueue-dedupe.js';
-import { JobInsertKeyed } from './enqueue-keyed.js';
-import { JobInsertOrdered } from './enqueue-ordered.js';
+import { JobInsertKeyed, JobInsertKeyedFair } from './enqueue-keyed.js';
+import { JobInsertOrdered, JobInsertOrderedFair } from './enqueue-ordered.js';
 import { JobFailMany, JobSnoozeMany } from './fail.js';
 import { FlowInsert } from './flows.js';
 import { boundsCheck } from './function-bounds.js';
@@ -89,7 +92,7 @@ const REPAIRED = `seen integer, released integer, removed integer, missed intege
 
 /** Every statement that goes through a function, one line each. */
 export const FUNCTIONS: readonly FunctionEntry[] = [
-  // The worker: claim (plain, per-key, throttled), renew (with progress), complete (with results),
+  // The worker: claim (plain, per-key, throttled, round-robin), renew (with progress), complete (with results),
   // fail, snooze, the effects ledger, recovery, fairness, ordering repair.
   {
     role: 'worker',
@@ -110,6 +113,19 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     statement: JobClaimManyThrottled,
     args: 'text, text, integer, double precision, bigint, bigint, double precision',
     returns: `${CLAIMED}, wait_ms double precision, throttled_by text`,
+  },
+  {
+    role: 'worker',
+    statement: JobClaimManyLimitedFair,
+    args: 'text, text, bigint, double precision, integer, bigint',
+    returns: `${CLAIMED}, turn bigint`,
+  },
+  {
+    // Fairness (022): the cursor row is written only here; the plain claims ignore fairness.
+    role: 'worker',
+    statement: JobClaimManyFair,
+    args: 'text, text, integer, double precision, bigint',
+    returns: `${CLAIMED}, turn bigint`,
   },
   {
     // A job's progress rides the renewal ($7): no statement of its own.
@@ -219,6 +235,19 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     returns: 'ids text[], quiet boolean',
   },
   {
+    // Fairness keys (022): only enqueues that carry one name the column.
+    role: 'producer',
+    statement: JobInsertManyFair,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
+    returns: 'ids text[], notified text',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertManyFairQuiet,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
+    returns: 'ids text[], quiet boolean',
+  },
+  {
     // A uniform batch (claimable now, one priority and attempt budget, no key): payloads only.
     role: 'producer',
     statement: JobInsertManyUniform,
@@ -239,8 +268,20 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
   },
   {
     role: 'producer',
+    statement: JobInsertKeyedFair,
+    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text, text',
+    returns: 'id text, created boolean, notified bigint',
+  },
+  {
+    role: 'producer',
     statement: JobInsertOrdered,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
+    returns: 'ids text[], notified text',
+  },
+  {
+    role: 'producer',
+    statement: JobInsertOrderedFair,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[], text[]',
     returns: 'ids text[], notified text',
   },
   {

@@ -140,9 +140,9 @@ export async function recordKnownQueues(db: Queryable, schema: string, limit = 1
 }
 
 /**
- * QueueForget: deletes a queue's queues row (its settings) and limiter row, only when no job of the
- * queue is left (in any state, finished records included) and no schedule names it. Takes the
- * queues row lock (primary key); the probes are those of QueueKnownRead.
+ * QueueForget: deletes a queue's queues row (its settings), limiter row and round-robin cursor,
+ * only when no job of the queue is left (in any state, finished records included) and no schedule
+ * names it. Takes the queues row lock (primary key); the probes are those of QueueKnownRead.
  */
 const QueueForget = defineStatement(
   'forget_queue',
@@ -162,6 +162,9 @@ const QueueForget = defineStatement(
   ),
   limiter AS (
     DELETE FROM ${s}.rate_limits WHERE queue_name IN (SELECT name FROM gone)
+  ),
+  turns AS (
+    DELETE FROM ${s}.fair_turns WHERE queue_name IN (SELECT name FROM gone)
   )
   SELECT count(*)::int AS forgotten FROM gone`,
 );

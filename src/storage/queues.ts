@@ -1,12 +1,16 @@
+import { DatabaseError } from '../errors.js';
 import { defineStatement, type Queryable, run } from './db.js';
 import { finishedQueueNamesCte } from './known-queues.js';
+
+const UNDEFINED_COLUMN = '42703';
 
 /**
  * QueueConfigure: creates or updates one queue's settings row. Each setting changes only when its
  * flag is true, so a call names just what it changes; a null value clears a setting back to its
  * default. Takes the queues row lock (primary key). A pause takes effect at the next claim
  * statement, which checks it; running jobs are not touched. A queue given a rate or concurrency
- * limit also gets its rate_limits row (the row its claims lock), in the same statement.
+ * limit also gets its rate_limits row (the row its claims lock), and a queue given fairness its
+ * fair_turns row (the cursor its claims move), in the same statement.
  */
 const QueueConfigure = defineStatement(
   'configure_queue',
@@ -14,8 +18,9 @@ const QueueConfigure = defineStatement(
   WITH configured AS (
     INSERT INTO ${s}.queues AS q (name, owner, dead_retention_ms, succeeded_retention_ms, paused,
                                   concurrency_limit_per_key, aging_interval_ms, aging_max_boost,
-                                  rate_limit_max, rate_limit_per_ms, rate_limit_per_key, concurrency_limit)
-    VALUES ($1, $3, $5, $7, coalesce($9, false), $11, $13, $15, $17, $18, coalesce($19, false), $21)
+                                  rate_limit_max, rate_limit_per_ms, rate_limit_per_key, concurrency_limit,
+                                  fairness)
+    VALUES ($1, $3, $5, $7, coalesce($9, false), $11, $13, $15, $17, $18, coalesce($19, false), $21, $23)
     ON CONFLICT (name) DO UPDATE
       SET owner = CASE WHEN $2 THEN excluded.owner ELSE q.owner END,
           concurrency_limit_per_key = CASE WHEN $10 THEN excluded.concurrency_limit_per_key
@@ -30,17 +35,25 @@ const QueueConfigure = defineStatement(
           rate_limit_per_ms = CASE WHEN $16 THEN excluded.rate_limit_per_ms ELSE q.rate_limit_per_ms END,
           rate_limit_per_key = CASE WHEN $16 THEN excluded.rate_limit_per_key ELSE q.rate_limit_per_key END,
           concurrency_limit = CASE WHEN $20 THEN excluded.concurrency_limit ELSE q.concurrency_limit END,
+          fairness = CASE WHEN $22 THEN excluded.fairness ELSE q.fairness END,
           updated_at = now()
     RETURNING name, owner, dead_retention_ms::float8 AS dead_retention_ms,
               succeeded_retention_ms::float8 AS succeeded_retention_ms, paused, updated_at,
               concurrency_limit_per_key, aging_interval_ms::float8 AS aging_interval_ms, aging_max_boost,
-              rate_limit_max, rate_limit_per_ms, rate_limit_per_key, concurrency_limit
+              rate_limit_max, rate_limit_per_ms, rate_limit_per_key, concurrency_limit, fairness
   ),
   -- A limited queue's limiter row, which its claims lock (see claim-throttled.ts); kept when the
   -- limits are cleared, so its throttled counters survive a reconfiguration.
   limiter AS (
     INSERT INTO ${s}.rate_limits (queue_name)
     SELECT name FROM configured WHERE rate_limit_max IS NOT NULL OR concurrency_limit IS NOT NULL
+    ON CONFLICT (queue_name) DO NOTHING
+  ),
+  -- A round-robin queue's cursor row, which its claims move (see claim-fair.ts); kept when
+  -- fairness is turned off, so turning it on again resumes the rotation where it stopped.
+  turns AS (
+    INSERT INTO ${s}.fair_turns (queue_name)
+    SELECT name FROM configured WHERE fairness IS NOT NULL
     ON CONFLICT (queue_name) DO NOTHING
   )
   SELECT * FROM configured`,
@@ -107,6 +120,7 @@ export interface QueueRow {
   rate_limit_per_ms: number | null;
   rate_limit_per_key: boolean;
   concurrency_limit: number | null;
+  fairness: 'round-robin' | null;
 }
 
 /** What to change; `undefined` leaves a setting as it is, `null` clears it. */
@@ -121,10 +135,14 @@ export interface QueueChanges {
   /** A rate limit replaces the stored one whole (all three columns); null clears it. */
   rateLimit?: { max: number; perMs: number; perKey: boolean } | null;
   concurrencyLimit?: number | null;
+  /** How the claim takes turns between fairness keys; null claims in preference order. */
+  fairness?: 'round-robin' | null;
 }
 
 /** The constraint that keeps a per-key concurrency limit apart from rate and concurrency limits. */
 export const ONE_LIMITED_CLAIM_CONSTRAINT = 'queues_one_limited_claim';
+/** The constraint that keeps fairness apart from rate and concurrency limits (022). */
+export const FAIRNESS_ALONE_CONSTRAINT = 'queues_fairness_alone';
 
 /** Creates or updates a queue's settings; returns the row. */
 export async function configureQueue(
@@ -155,6 +173,8 @@ export async function configureQueue(
     changes.rateLimit?.perKey ?? null,
     changes.concurrencyLimit !== undefined,
     changes.concurrencyLimit ?? null,
+    changes.fairness !== undefined,
+    changes.fairness ?? null,
   ]);
   return rows[0] as QueueRow;
 }
@@ -182,16 +202,25 @@ export function listQueues(db: Queryable, schema: string, limit: number): Promis
 
 /**
  * QueueClaimSettings: the settings that choose a queue's claim statement (per-key limit, rate and
- * concurrency limits) and its aging. Primary-key read of queues; no locks.
+ * concurrency limits, fairness) and its aging. Primary-key read of queues; no locks.
+ * QueueClaimSettingsBefore022 is the same read for a schema without 022's fairness column: a
+ * process of this version started before the migration ran (a rolling upgrade) keeps claiming.
  */
-const QueueClaimSettings = defineStatement(
-  'queue_claim_settings',
-  (s) => `
+const claimSettingsText = (s: string, fairness: boolean) => `
   SELECT concurrency_limit_per_key, aging_interval_ms IS NOT NULL AS aging,
          rate_limit_max IS NOT NULL OR concurrency_limit IS NOT NULL AS throttled,
-         rate_limit_max IS NOT NULL AND rate_limit_per_key AS per_key_rate
-  FROM ${s}.queues WHERE name = $1`,
+         rate_limit_max IS NOT NULL AND rate_limit_per_key AS per_key_rate,
+         ${fairness ? 'fairness IS NOT NULL' : 'false'} AS fair
+  FROM ${s}.queues WHERE name = $1`;
+const QueueClaimSettings = defineStatement('queue_claim_settings', (s) => claimSettingsText(s, true));
+const QueueClaimSettingsBefore022 = defineStatement('queue_claim_settings_before_022', (s) =>
+  claimSettingsText(s, false),
 );
+
+/** How long a schema found without 022 is read without fairness before a retry. */
+const WITHOUT_FAIRNESS_RETRY_MS = 30_000;
+/** Schemas found without queues.fairness, to the time (this process's clock) to try again. */
+const withoutFairnessUntil = new Map<string, number>();
 
 /** What a claimer needs to know of a queue: its per-key concurrency limit (null: none), and whether aging is on. */
 export interface QueueClaimSettingsRow {
@@ -201,6 +230,8 @@ export interface QueueClaimSettingsRow {
   throttled: boolean;
   /** The rate limit counts per concurrency key. */
   perKeyRate: boolean;
+  /** Fairness is on: claims go through the round-robin statement (claim-fair.ts). */
+  fair: boolean;
 }
 
 /** Reads a queue's claim settings (defaults for a queue without a row). */
@@ -209,17 +240,33 @@ export async function readClaimSettings(
   schema: string,
   queue: string,
 ): Promise<QueueClaimSettingsRow> {
-  const rows = await run<{
+  type Row = {
     concurrency_limit_per_key: number | null;
     aging: boolean;
     throttled: boolean;
     per_key_rate: boolean;
-  }>(db, QueueClaimSettings(schema), [queue]);
+    fair: boolean;
+  };
+  let rows: Row[];
+  const until = withoutFairnessUntil.get(schema);
+  if (until !== undefined && Date.now() < until) {
+    rows = await run<Row>(db, QueueClaimSettingsBefore022(schema), [queue]);
+  } else {
+    try {
+      rows = await run<Row>(db, QueueClaimSettings(schema), [queue]);
+      withoutFairnessUntil.delete(schema);
+    } catch (err) {
+      if (!(err instanceof DatabaseError) || err.sqlState !== UNDEFINED_COLUMN) throw err;
+      withoutFairnessUntil.set(schema, Date.now() + WITHOUT_FAIRNESS_RETRY_MS);
+      rows = await run<Row>(db, QueueClaimSettingsBefore022(schema), [queue]);
+    }
+  }
   const row = rows[0];
   return {
     limit: row?.concurrency_limit_per_key ?? null,
     aging: row?.aging ?? false,
     throttled: row?.throttled ?? false,
     perKeyRate: row?.per_key_rate ?? false,
+    fair: row?.fair ?? false,
   };
 }

@@ -158,6 +158,7 @@ const OWN: string[] = [
   'dist/storage/aging.js',
   'dist/storage/cancel-set.js',
   'dist/storage/cancelled-claims.js',
+  'dist/storage/claim-fair.js',
   'dist/storage/claim-limited.js',
   'dist/storage/claim-throttled.js',
   'dist/storage/claim.js',

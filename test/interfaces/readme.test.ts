@@ -50,6 +50,7 @@ describe('README examples', () => {
       'worker-options',
       'dashboard-handler',
       'rate-limits',
+      'fair-turns',
       'dedupe-modes',
       'flows',
       'batch-handlers',

@@ -2,6 +2,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach } from 'vitest';
 import type { Worker } from '../../src/index.js';
+import { showOutputOnFailure } from './child-output.js';
 import { databaseUrl } from './db.js';
 
 const running = new Set<Worker>();
@@ -36,8 +37,19 @@ export async function forkWorker(config: Record<string, unknown>): Promise<{
   messages: ChildMessage[];
 }> {
   const script = fileURLToPath(new URL('./child-worker.mjs', import.meta.url));
-  const child = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // Its output is kept, and printed only when the test fails: a child worker that loses a lease on
+  // purpose (a restart, a pause) says so on stderr, which is expected, not news for the run's log.
+  const child = fork(script, [], { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  showOutputOnFailure('child worker', () => ({ stdout, stderr, code: child.exitCode }));
   const messages: ChildMessage[] = [];
   const startedPromise = new Promise<void>((resolve, reject) => {
     child.on('message', (message: ChildMessage) => {

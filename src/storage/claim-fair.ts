@@ -1,0 +1,250 @@
+import { MAX_BATCH } from '../validation.js';
+import { CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
+import { defineStatement, type Queryable, run } from './db.js';
+import { idsFrom, perLaneCtes } from './lane-routing.js';
+
+/** The largest claim (MAX_BATCH), so the largest share of one key. */
+const MAX_SHARE = MAX_BATCH;
+
+/**
+ * The claimable predicate of jobs_fairness_idx (022), repeated so that every probe can use it, and
+ * in its words (`IS FALSE`), so that none can use jobs_claimable_idx instead (see 022).
+ */
+const FAIR_ROWS = `queue_name = $1
+        AND status = 'pending'
+        AND awaits_predecessor IS FALSE
+        AND waiting_parents = 0
+        AND fairness_key IS NOT NULL
+        AND priority = (SELECT priority FROM top)`;
+
+/**
+ * The next key with work at the top priority after `after` (and at most `upTo`), if any, and
+ * whether it is due (its oldest job, the first index entry of the key, is claimable now): one
+ * index probe. A key whose jobs all wait for their time (a retry backing off) is walked past.
+ */
+const nextKey = (s: string, after: string, upTo?: string) => `(
+        SELECT fairness_key, available_at <= now() FROM ${s}.jobs
+        WHERE ${FAIR_ROWS}
+          AND fairness_key > ${after}${upTo === undefined ? '' : `\n          AND fairness_key <= ${upTo}`}
+        ORDER BY fairness_key, available_at
+        LIMIT 1)`;
+
+/** The most keys not yet due one claim walks past: a bound on its probes. */
+const MAX_PASSED = 1000;
+
+/**
+ * The CTEs `turn` to `candidate` (steps 1 to 5 of JobClaimManyFair, below): up to `limit` claimable jobs of queue $1,
+ * locked, in turns between fairness keys, with their lane, key and `turn_order`, plus the columns
+ * `extra` names. Shared by the round-robin claim and its per-key limited variant (claim-limited.ts).
+ */
+export function fairCandidateCtes(s: string, limit: string, extra: readonly string[] = []): string {
+  const cols = (prefix: string) => extra.map((column) => `, ${prefix}${column}`).join('');
+  return `turn AS (
+    SELECT t.last_key
+    FROM ${s}.queues AS q
+    LEFT JOIN ${s}.fair_turns AS t ON t.queue_name = q.name
+    WHERE q.name = $1 AND q.fairness = 'round-robin' AND NOT q.paused
+  ),
+  top AS (
+    SELECT priority
+    FROM ${s}.jobs
+    WHERE queue_name = $1
+      AND status = 'pending'
+      AND NOT awaits_predecessor
+      AND waiting_parents = 0
+      AND available_at <= now()
+      AND EXISTS (SELECT 1 FROM turn)
+    ORDER BY priority DESC, available_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+  ),
+  after_turn (key, pos, due, n_due) AS (
+    SELECT first.key, 1, first.due, first.due::int
+    FROM ${nextKey(s, `coalesce((SELECT last_key FROM turn), '')`)} AS first (key, due)
+    UNION ALL
+    SELECT following.key, w.pos + 1, following.due, w.n_due + following.due::int
+    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key, due)
+    WHERE w.n_due < ${limit} AND w.pos < ${limit} + ${MAX_PASSED}
+  ),
+  wrapped (key, pos, due, n_due) AS (
+    SELECT first.key, 1, first.due, first.due::int
+    FROM ${nextKey(s, `''`, '(SELECT last_key FROM turn)')} AS first (key, due)
+    WHERE (SELECT count(*) FILTER (WHERE due) FROM after_turn) < ${limit}
+      AND (SELECT count(*) FROM after_turn) < ${limit} + ${MAX_PASSED}
+    UNION ALL
+    SELECT following.key, w.pos + 1, following.due, w.n_due + following.due::int
+    FROM wrapped AS w, LATERAL ${nextKey(s, 'w.key', '(SELECT last_key FROM turn)')} AS following (key, due)
+    WHERE w.n_due + (SELECT count(*) FILTER (WHERE due) FROM after_turn) < ${limit}
+      AND w.pos + (SELECT count(*) FROM after_turn) < ${limit} + ${MAX_PASSED}
+  ),
+  walked AS (
+    SELECT key, pos, due FROM after_turn
+    UNION ALL
+    SELECT key, pos + (SELECT count(*) FROM after_turn), due FROM wrapped
+  ),
+  keys AS (
+    SELECT key, pos FROM walked WHERE due
+  ),
+  -- Where the next claim starts when this one serves no key (every key it walked was not due, or
+  -- its due jobs were all held by peers): after the last key walked, so that it never stalls.
+  walked_last AS (
+    SELECT key FROM walked ORDER BY pos DESC LIMIT 1
+  ),
+  front AS (
+    SELECT id
+    FROM (
+      SELECT id, fairness_key
+      FROM ${s}.jobs
+      WHERE queue_name = $1
+        AND status = 'pending'
+        AND NOT awaits_predecessor
+        AND waiting_parents = 0
+        AND available_at <= now()
+        AND priority = (SELECT priority FROM top)
+      ORDER BY available_at, id
+      LIMIT ${limit}
+    ) AS head_rows
+    WHERE fairness_key IS NULL
+  ),
+  share AS (
+    SELECT ceil(${limit}::numeric / greatest(1, (SELECT count(*) FROM keys)
+                                          + (SELECT least(count(*), 1) FROM front)))::int AS n
+  ),
+  keyless AS (
+    SELECT id, lane, available_at${cols('')}
+    FROM ${s}.jobs
+    WHERE queue_name = $1
+      AND id = ANY (ARRAY(SELECT id FROM front))
+      AND status = 'pending'
+      AND NOT awaits_predecessor
+      AND waiting_parents = 0
+      AND fairness_key IS NULL
+    ORDER BY available_at, id
+    LIMIT (SELECT n FROM share)
+    FOR UPDATE SKIP LOCKED
+  ),
+  picked AS (
+    SELECT c.id, c.lane, k.key, k.pos, c.available_at${cols('c.')}
+    FROM keys AS k
+    CROSS JOIN LATERAL (
+      SELECT * FROM (
+        SELECT id, lane, available_at${cols('')}
+        FROM ${s}.jobs
+        WHERE ${FAIR_ROWS}
+          AND fairness_key = k.key
+          AND available_at <= now()
+        -- The fairness index's own order (priority and key are fixed here): the claimable index,
+        -- also ordered by available_at within a priority, would walk other keys' rows.
+        ORDER BY fairness_key, available_at, id
+        LIMIT (SELECT n FROM share)
+        FOR UPDATE SKIP LOCKED
+      ) AS share_of_key
+      -- A share is at most ${limit}, at most ${MAX_SHARE}: said as a constant, so that the planner does not
+      -- take a tenth of the key's backlog for it, cost the statement past jit_above_cost and
+      -- compile it (measured: 250 ms of JIT for a 1 ms claim over 100,000 jobs).
+      LIMIT ${MAX_SHARE}
+    ) AS c
+    UNION ALL
+    SELECT id, lane, NULL, (SELECT count(*) FROM keys) + 1, available_at${cols('')} FROM keyless
+  ),
+  candidate AS (
+    SELECT id, lane, key, available_at${cols('')}, row_number() OVER (ORDER BY round, pos) AS turn_order
+    FROM (
+      SELECT id, lane, key, pos, available_at${cols('')},
+             row_number() OVER (PARTITION BY pos ORDER BY available_at, id) AS round
+      -- Never fewer than picked holds (at most $3 keys of ceil($3 / keys) each: under 2 * $3),
+      -- but a constant the planner can count on (see the share's bound above).
+      FROM (SELECT * FROM picked LIMIT ${2 * MAX_SHARE}) AS bounded
+    ) AS rounds
+    ORDER BY round, pos
+    LIMIT ${limit}
+  )`;
+}
+
+/**
+ * JobClaimManyFair: pending -> running, for up to $3 jobs of round-robin queue $1 (022), taking
+ * turns between fairness keys, in one statement. Used only for queues with `fairness` set (the
+ * claim router reads it with the other settings), so the plain claim is untouched.
+ *
+ * 1. `turn` yields the queue's cursor (the key served last) only when the queue is round-robin and
+ *    not paused: otherwise nothing below runs and the claim is empty.
+ * 2. `top` finds the highest priority of a claimable job (jobs_claimable_idx, SKIP LOCKED, so a
+ *    priority whose jobs peers are claiming right now is passed over): fair within a priority.
+ * 3. `after_turn` walks the distinct keys with work at that priority after the cursor, and
+ *    `wrapped` from the first key up to the cursor: a skip scan of jobs_fairness_idx, one probe
+ *    per key, at most $3 keys in all. A key's backlog is never read, however long.
+ * 4. Each key's oldest jobs (a LATERAL per key: an index range on (queue, priority, key,
+ *    available_at), SKIP LOCKED), at most ceil($3 / keys) each. Jobs without a key take one turn
+ *    together, found among the first $3 claimable jobs of that priority in preference order (they
+ *    have no index of their own: plain jobs must not pay for one).
+ * 5. `candidate` takes the first $3 by round, then turn: each key's first job, then each key's
+ *    second, and so on. A key with 100,000 jobs waiting delays another key's job by at most one
+ *    round of the keys with work.
+ * 6. The update is the plain claim's (claim.ts), per lane. `advanced` moves the cursor to the last
+ *    key this claim served, in the same statement, unless another claim holds the cursor row
+ *    (SKIP LOCKED): no claim waits for another. A claim that came back short (a key with fewer
+ *    jobs than its share, or a priority running out) tells its caller to claim again at once.
+ *    Each row carries its place in the turns (`turn`): the caller sorts by it, and a worker starts
+ *    the jobs in that order.
+ */
+const fairStatement = (s: string) => `
+  WITH RECURSIVE ${fairCandidateCtes(s, '$3')},
+  ${perLaneCtes(
+    'claimed',
+    true,
+    (lane) => `UPDATE ${s}.jobs AS j
+    SET status = 'running',
+        attempt_count = j.attempt_count + 1,
+        lease_owner = $2,
+        lease_token = j.lease_token + 1,
+        lease_claim_id = $5,
+        lease_expires_at = now() + $4::double precision * interval '1 millisecond',
+        claimed_at = now(),
+        lease_extensions = 0,
+        holds_key_slot = false,
+        holds_queue_slot = false
+    WHERE ${idsFrom('candidate', lane, '$1')}
+    RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
+              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`,
+  )},
+  cursor_row AS (
+    SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1 AND EXISTS (SELECT 1 FROM walked_last)
+    FOR UPDATE SKIP LOCKED
+  ),
+  advanced AS (
+    UPDATE ${s}.fair_turns AS t
+    SET last_key = coalesce(
+          (SELECT key FROM candidate WHERE key IS NOT NULL ORDER BY turn_order DESC LIMIT 1),
+          (SELECT key FROM walked_last))
+    FROM cursor_row
+    WHERE t.queue_name = cursor_row.queue_name
+  )
+  -- Each claimed job with its place in the turns, so the worker starts them in that order.
+  SELECT claimed.*, candidate.turn_order AS turn FROM claimed JOIN candidate USING (id)`;
+
+/** The round-robin claim described above. */
+export const JobClaimManyFair = defineStatement('claim_jobs_fair', fairStatement);
+
+/** Claims up to `limit` jobs of round-robin `queue` for `owner`, in turns between fairness keys. */
+export async function claimJobsFair(
+  db: Queryable,
+  schema: string,
+  params: { queue: string; owner: string; limit: number; leaseMs: number },
+): Promise<ClaimedRow[]> {
+  const rows = await run<ClaimedRow>(db, JobClaimManyFair(schema), [
+    params.queue,
+    params.owner,
+    params.limit,
+    params.leaseMs,
+    newClaimId(),
+  ]);
+  // UPDATE ... RETURNING has no defined order: restore the turns', which the worker starts them in
+  // (in preference order, the big key's older jobs would start first within every batch).
+  if (rows.length > 1) rows.sort(byTurn);
+  return rows;
+}
+
+/** Sorts a fair claim's rows into turn order (`turn`, returned by the fair claims only). */
+export function byTurn(a: ClaimedRow, b: ClaimedRow): number {
+  return Number(a.turn) - Number(b.turn);
+}
