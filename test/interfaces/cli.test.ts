@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerModuleFrom } from '../../src/cli/worker-module.js';
 import { buildReport, formatReport, type ReportInput, type WorkerSummary } from '../../src/demo/report.js';
-import { showOutputOnFailure } from '../support/child-output.js';
+import { type ChildEnd, watchOutput } from '../support/child-output.js';
 import { buildPrivateCli } from '../support/cli-build.js';
 import { databaseUrl, migratedClient, testPool, uniqueSchema, waitFor } from '../support/db.js';
 
@@ -28,12 +28,7 @@ afterAll(() => {
   removeBuild();
 });
 
-interface Finished {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
+type Finished = ChildEnd;
 
 /** A running `leasehold` process, its output collected as it comes. */
 interface RunningCli {
@@ -51,23 +46,8 @@ function startCli(args: string[], env: Record<string, string> = {}): RunningCli 
     env: { ...inherited, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
-  let code: number | null | undefined;
-  const exited = new Promise<Finished>((resolve) => {
-    child.on('close', (exitCode, signal) => {
-      code = exitCode;
-      resolve({ code: exitCode, signal, stdout, stderr });
-    });
-  });
-  showOutputOnFailure(`leasehold ${args.join(' ')}`, () => ({ stdout, stderr, code }));
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+  const output = watchOutput(child, `leasehold ${args.join(' ')}`);
+  return { child, stdout: output.stdout, stderr: output.stderr, exited: output.exited };
 }
 
 /** Runs the binary to its end, killing it if it outlives `timeoutMs`. */

@@ -3,7 +3,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writ
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { showOutputOnFailure } from '../support/child-output.js';
+import { watchOutput } from '../support/child-output.js';
 import { buildPrivateCli, root } from '../support/cli-build.js';
 import { databaseUrl, migratedClient, waitFor } from '../support/db.js';
 
@@ -49,24 +49,12 @@ function startCli(args: string[], env: Record<string, string> = {}) {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
+  const output = watchOutput(child, `leasehold ${args.join(' ')}`);
+  const exited = output.exited.then((end) => {
+    children.delete(child);
+    return end;
   });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
-  let code: number | null | undefined;
-  const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    child.on('close', (exitCode) => {
-      children.delete(child);
-      code = exitCode;
-      resolve({ code: exitCode, stdout, stderr });
-    });
-  });
-  showOutputOnFailure(`leasehold ${args.join(' ')}`, () => ({ stdout, stderr, code }));
-  return { child, stderr: () => stderr, exited };
+  return { child, stderr: output.stderr, exited };
 }
 
 // A Standard Schema validator written by hand (no validator library in the app): upper-cases `to`,

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { onTestFailed } from 'vitest';
 
 /**
@@ -21,4 +22,39 @@ export function showOutputOnFailure(
   } catch {
     // Not inside a test.
   }
+}
+
+/** What a watched child process wrote and how it ended. */
+export interface ChildEnd {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Keeps what `child` (spawned with piped stdout and stderr) writes, printed under `what` when the
+ * test fails (showOutputOnFailure); `exited` resolves once its streams are closed.
+ */
+export function watchOutput(
+  child: ChildProcess,
+  what: string,
+): { stdout: () => string; stderr: () => string; exited: Promise<ChildEnd> } {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+  });
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  let code: number | null | undefined;
+  const exited = new Promise<ChildEnd>((resolve) => {
+    child.on('close', (exitCode, signal) => {
+      code = exitCode;
+      resolve({ code: exitCode, signal, stdout, stderr });
+    });
+  });
+  showOutputOnFailure(what, () => ({ stdout, stderr, code }));
+  return { stdout: () => stdout, stderr: () => stderr, exited };
 }

@@ -4,7 +4,7 @@ import { copyFileSync, cpSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll } from 'vitest';
-import { showOutputOnFailure } from './child-output.js';
+import { watchOutput } from './child-output.js';
 import { assertFreshDist } from './fresh-dist.js';
 
 /** The repository root, with a trailing slash. */
@@ -108,22 +108,10 @@ export function startBuiltCli(
   const { DATABASE_URL: _ignored, ...env } = process.env;
   const child = spawn(process.execPath, [bin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
+  const output = watchOutput(child, `leasehold ${args.join(' ')}`);
+  const exited = output.exited.then(({ code, stdout, stderr }) => {
+    children.delete(child);
+    return { code, stdout, stderr };
   });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
-  let exitCode: number | null | undefined;
-  const exited = new Promise<CliProcessResult>((resolve) => {
-    child.on('close', (code) => {
-      children.delete(child);
-      exitCode = code;
-      resolve({ code, stdout, stderr });
-    });
-  });
-  showOutputOnFailure(`leasehold ${args.join(' ')}`, () => ({ stdout, stderr, code: exitCode }));
-  return { child, stderr: () => stderr, exited };
+  return { child, stderr: output.stderr, exited };
 }

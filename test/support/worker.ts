@@ -2,7 +2,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach } from 'vitest';
 import type { Worker } from '../../src/index.js';
-import { showOutputOnFailure } from './child-output.js';
+import { watchOutput } from './child-output.js';
 import { databaseUrl } from './db.js';
 
 const running = new Set<Worker>();
@@ -41,15 +41,7 @@ export async function forkWorker(config: Record<string, unknown>): Promise<{
   // purpose (a restart, a pause) says so on stderr, which is expected, not news for the run's log.
   const child = fork(script, [], { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
   children.add(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-  });
-  showOutputOnFailure('child worker', () => ({ stdout, stderr, code: child.exitCode }));
+  watchOutput(child, 'child worker');
   const messages: ChildMessage[] = [];
   const startedPromise = new Promise<void>((resolve, reject) => {
     child.on('message', (message: ChildMessage) => {
