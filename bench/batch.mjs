@@ -9,6 +9,7 @@
 
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { boundedFlag } from './lib/bounded-flag.mjs';
 import { openServer } from './lib/server.mjs';
 
 const { values } = parseArgs({
@@ -19,18 +20,9 @@ const { values } = parseArgs({
     base: { type: 'string' },
   },
 });
-const jobs = bounded(values.jobs, 'jobs', 100, 500_000);
-const reps = bounded(values.reps, 'reps', 1, 10);
-const size = bounded(values.size, 'size', 1, 1000);
-
-function bounded(text, name, min, max) {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    console.error(`bench:batch: --${name} must be an integer from ${min} to ${max}`);
-    process.exit(2);
-  }
-  return n;
-}
+const jobs = boundedFlag('bench:batch', values.jobs, 'jobs', 100, 500_000);
+const reps = boundedFlag('bench:batch', values.reps, 'reps', 1, 10);
+const size = boundedFlag('bench:batch', values.size, 'size', 1, 1000);
 
 const current = await import('../dist/index.js');
 const base = values.base ? await import(pathToFileURL(`${values.base}/index.js`).href) : null;

@@ -8,6 +8,7 @@
 
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { boundedFlag } from './lib/bounded-flag.mjs';
 import { openServer } from './lib/server.mjs';
 
 const { values } = parseArgs({
@@ -18,18 +19,9 @@ const { values } = parseArgs({
     base: { type: 'string' },
   },
 });
-const jobs = bounded(values.jobs, 'jobs', 100, 200_000);
-const reps = bounded(values.reps, 'reps', 1, 10);
-const concurrency = bounded(values.concurrency, 'concurrency', 1, 200);
-
-function bounded(text, name, min, max) {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    console.error(`bench:transaction: --${name} must be an integer from ${min} to ${max}`);
-    process.exit(2);
-  }
-  return n;
-}
+const jobs = boundedFlag('bench:transaction', values.jobs, 'jobs', 100, 200_000);
+const reps = boundedFlag('bench:transaction', values.reps, 'reps', 1, 10);
+const concurrency = boundedFlag('bench:transaction', values.concurrency, 'concurrency', 1, 200);
 
 const current = await import('../dist/index.js');
 const base = values.base ? await import(pathToFileURL(`${values.base}/index.js`).href) : null;
