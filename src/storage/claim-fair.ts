@@ -1,7 +1,7 @@
 import { MAX_BATCH } from '../validation.js';
-import { CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
+import { type ClaimedRow, newClaimId, takeLeases } from './claim.js';
 import { defineStatement, type Queryable, run } from './db.js';
-import { idsFrom, perLaneCtes } from './lane-routing.js';
+import { perLaneCtes } from './lane-routing.js';
 
 /** The largest claim (MAX_BATCH), so the largest share of one key. */
 const MAX_SHARE = MAX_BATCH;
@@ -189,24 +189,7 @@ export function fairCandidateCtes(s: string, limit: string, extra: readonly stri
  */
 const fairStatement = (s: string) => `
   WITH RECURSIVE ${fairCandidateCtes(s, '$3')},
-  ${perLaneCtes(
-    'claimed',
-    true,
-    (lane) => `UPDATE ${s}.jobs AS j
-    SET status = 'running',
-        attempt_count = j.attempt_count + 1,
-        lease_owner = $2,
-        lease_token = j.lease_token + 1,
-        lease_claim_id = $5,
-        lease_expires_at = now() + $4::double precision * interval '1 millisecond',
-        claimed_at = now(),
-        lease_extensions = 0,
-        holds_key_slot = false,
-        holds_queue_slot = false
-    WHERE ${idsFrom('candidate', lane, '$1')}
-    RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
-              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`,
-  )},
+  ${perLaneCtes('claimed', true, (lane) => takeLeases(s, lane))},
   cursor_row AS (
     SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1 AND EXISTS (SELECT 1 FROM walked_last)
     FOR UPDATE SKIP LOCKED

@@ -65,10 +65,15 @@ const claimStatement = (routed: boolean) => (s: string) =>
     LIMIT $3
     FOR UPDATE SKIP LOCKED
   ),
-  ${perLaneCtes(
-    'claimed',
-    routed,
-    (lane) => `UPDATE ${s}.jobs AS j
+  ${perLaneCtes('claimed', routed, (lane) => takeLeases(s, lane))}
+  SELECT * FROM claimed`;
+
+/**
+ * The update that takes the lease of every `candidate` row in `lane` (owner $2, lease $4 ms, claim
+ * id $5, a new token, one more attempt) and returns the claimed row: the plain claim's, and the
+ * round-robin claim's over its own candidates (claim-fair.ts). Neither takes a slot.
+ */
+export const takeLeases = (s: string, lane: number | null) => `UPDATE ${s}.jobs AS j
     SET status = 'running',
         attempt_count = j.attempt_count + 1,
         lease_owner = $2,
@@ -83,9 +88,7 @@ const claimStatement = (routed: boolean) => (s: string) =>
         holds_queue_slot = false
     WHERE ${idsFrom('candidate', lane, '$1')}
     RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
-              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`,
-  )}
-  SELECT * FROM claimed`;
+              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`;
 
 /** The claim described above, routed to the lane of each claimed row. */
 export const JobClaimMany = defineStatement('claim_jobs', claimStatement(true));
