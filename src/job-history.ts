@@ -55,7 +55,7 @@ export interface JobEvent {
    * lease back; for `key_skipped`: the operator's reason for skipping a dead job with `lh.skip`).
    */
   reason: string | null;
-  /** For `refused`: which write was refused (`heartbeat`, `complete`, `fail`, `snooze`, `effect`). */
+  /** For `refused`: which write was refused (`heartbeat`, `complete`, `fail`, `snooze`, `effect`, `step`). */
   operation: string | null;
   /** Small structured detail (a tombstone's summary of what was removed). */
   detail: unknown;
