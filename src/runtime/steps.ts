@@ -170,10 +170,16 @@ export function sleepMs(ms: unknown): number {
   return Math.round(ms);
 }
 
-/** Checks `job.sleepUntil`'s wake time: a valid Date. */
+/**
+ * Checks `job.sleepUntil`'s wake time: a valid Date, at most a year ahead (by this process's clock,
+ * which only bounds it: the wake time recorded is this Date, compared in database time).
+ */
 export function sleepUntilDate(at: unknown): Date {
   if (!(at instanceof Date) || Number.isNaN(at.getTime())) {
     throw new ValidationError('sleepUntil', 'must be a valid Date');
+  }
+  if (at.getTime() - Date.now() > MAX_SLEEP_MS) {
+    throw new ValidationError('sleepUntil', 'must be at most a year ahead');
   }
   return at;
 }

@@ -10,7 +10,7 @@ const FENCED = (s: string, refusals: boolean) => `
     SELECT $1::bigint AS id, $2::bigint AS token, $3::bigint AS claim_id, $4::text AS owner, $5::text AS queue_name
   ),
   changed AS (
-    SELECT j.id, j.attempt_count
+    SELECT j.id, j.queue_name, j.attempt_count
     FROM ${s}.jobs AS j, input
     WHERE ${LEASE_FENCE}
     FOR SHARE OF j
@@ -36,7 +36,8 @@ export const StepList = defineStatement(
 /**
  * StepRecord: (no step $6) -> step $6 named $7 of kind $8 recorded, with JSON result $9 (a step)
  * or a wake time $10 ms from now in database time, or at $11 (a sleep), while the lease is
- * current. A refused write is counted (operation 'step') and writes nothing. Returns whether the
+ * current, with a `step` event in the job's history (detail: the step's name and kind, a sleep's
+ * wake time). A refused write is counted (operation 'step') and writes nothing. Returns whether the
  * lease held, whether the step was recorded now, and a sleep's milliseconds left.
  * Primary-key lookups on jobs and job_steps.
  */
@@ -53,7 +54,14 @@ export const StepRecord = defineStatement(
            changed.attempt_count, $2
     FROM changed
     ON CONFLICT (job_id, seq) DO NOTHING
-    RETURNING wake_at
+    RETURNING job_id, name, kind, wake_at, attempt
+  ),
+  step_event AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, attempt, lease_owner, lease_token, lease_claim_id, detail)
+    SELECT r.job_id, changed.queue_name, 'step', r.attempt, $4, $2, $3,
+           jsonb_build_object('step', r.name, 'kind', r.kind)
+             || CASE WHEN r.wake_at IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('wakeAt', r.wake_at) END
+    FROM recorded AS r, changed
   )
   SELECT (SELECT count(*) FROM changed) = 1 AS held,
          (SELECT count(*) FROM recorded) = 1 AS recorded,

@@ -201,6 +201,21 @@ describe('durable steps', () => {
       ['nap#0', 'sleep'],
       ['after#0', 'step'],
     ]);
+    // The history shows each step where it happened: both before the snooze, one after the wake.
+    const history = (await lh.getJob(id, { history: true }))!.history;
+    expect(history.map((e) => (e.kind === 'step' ? (e.detail as { step: string }).step : e.kind))).toEqual([
+      'enqueued',
+      'claimed',
+      'before#0',
+      'nap#0',
+      'snoozed',
+      'claimed',
+      'after#0',
+      'completed',
+    ]);
+    const nap = history.find((e) => e.kind === 'step' && (e.detail as { kind: string }).kind === 'sleep');
+    expect(nap).toMatchObject({ attempt: 1, detail: { step: 'nap#0', kind: 'sleep' } });
+    expect(typeof (nap!.detail as { wakeAt: unknown }).wakeAt).toBe('string');
   });
 
   it('a resume that calls steps in another order fails with STEP_ORDER, naming both, and runs nothing again', async () => {
@@ -390,5 +405,41 @@ describe('durable steps', () => {
         [id],
       ),
     ).rejects.toThrow(/permission denied/);
+  });
+
+  it('sleepUntil a time already past returns at once; bad sleep arguments are ValidationErrors', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    const errors: unknown[] = [];
+    const { id } = await lh.enqueue('until', {});
+    const worker = lh.worker({
+      queues: {
+        until: async (job) => {
+          for (const bad of [
+            () => job.sleep('nap', -1),
+            () => job.sleep('nap', Number.NaN),
+            () => job.sleepUntil('nap', new Date('nonsense')),
+            () => job.sleepUntil('nap', new Date(Date.now() + 400 * 86_400_000)),
+            () => job.sleep('bad name', 10),
+          ]) {
+            await bad().catch((err: unknown) => errors.push(err));
+          }
+          await job.sleepUntil('deadline', new Date(Date.now() - 60_000));
+          return 'woke at once';
+        },
+      },
+      pollIntervalMs: 20,
+    });
+    await started(worker);
+    await waitFor(async () => (await lh.getJob(id))?.status === 'succeeded', { what: 'succeeded' });
+    expect(errors).toHaveLength(5);
+    for (const err of errors) expect(err).toBeInstanceOf(ValidationError);
+    const job = await lh.getJob(id, { history: true });
+    expect(job).toMatchObject({ attemptCount: 1, result: 'woke at once' });
+    expect(job!.history.some((e) => e.kind === 'snoozed')).toBe(false);
+    // Only the valid sleep was recorded, first of the job's steps.
+    expect((await stepRows(pool, lh.schema, id)).map((r) => [r.seq, r.name, r.kind])).toEqual([
+      [0, 'deadline#0', 'sleep'],
+    ]);
   });
 });

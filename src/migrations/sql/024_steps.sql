@@ -31,6 +31,28 @@ ALTER TABLE lease_refusals DROP CONSTRAINT lease_refusals_operation_check;
 ALTER TABLE lease_refusals ADD CONSTRAINT lease_refusals_operation_check
   CHECK (operation IN ('heartbeat', 'complete', 'fail', 'snooze', 'effect', 'step'));
 
+-- A recorded step leaves a `step` event in the job's history (getJob(id, { history: true })),
+-- written by the same fenced statement: detail {"step": "charge#0", "kind": "step"} (a sleep adds
+-- "wakeAt"). The kind list is extended from the constraint as it stands (as 013 does), so that
+-- this migration composes with others that add kinds of their own.
+DO $kinds$
+DECLARE
+  definition text;
+BEGIN
+  SELECT pg_get_constraintdef(oid) INTO definition
+  FROM pg_constraint
+  WHERE conrelid = 'job_events'::regclass AND conname = 'job_events_kind_check';
+  IF definition IS NULL OR position('ARRAY[' IN definition) = 0 THEN
+    RAISE EXCEPTION 'leasehold 024: unexpected job_events_kind_check: %', definition;
+  END IF;
+  IF position('''step''' IN definition) = 0 THEN
+    ALTER TABLE job_events DROP CONSTRAINT job_events_kind_check;
+    EXECUTE 'ALTER TABLE job_events ADD CONSTRAINT job_events_kind_check '
+      || replace(definition, 'ARRAY[', 'ARRAY[''step''::text, ');
+  END IF;
+END
+$kinds$;
+
 -- The admin roles get it with every table; the worker reads and writes it only through the step
 -- functions (storage/functions.ts).
 SELECT grant_roles();
