@@ -91,7 +91,10 @@ describe('durable steps', () => {
   it('a holder whose lease was taken over cannot record its step: refused, counted, and the new holder runs it under its own claim', async () => {
     const lh = await migratedClient({ backoff: noBackoff });
     const pool = testPool();
-    const gate = deferred();
+    const gates = new Map([
+      [1, deferred()],
+      [2, deferred()],
+    ]);
     const runs: number[] = [];
     const errors: unknown[] = [];
     const { id } = await lh.enqueue('charge', {});
@@ -104,7 +107,7 @@ describe('durable steps', () => {
             try {
               return await job.step('charge', async () => {
                 runs.push(job.attempt);
-                if (job.attempt === 1) await gate.promise;
+                await gates.get(job.attempt)?.promise;
                 return { chargedBy: job.attempt };
               });
             } catch (err) {
@@ -120,25 +123,33 @@ describe('durable steps', () => {
     });
     await started(worker);
     await waitFor(() => runs.length === 1, { what: 'the first holder running its step' });
-    // Its lease lapses (database time) and is recovered: the job is claimed again.
+    // Its lease lapses (database time) and is recovered: the job is claimed again, and the new
+    // holder runs the step under its own claim (held at its gate, the job running).
     await expireLease(pool, lh.schema, id);
     expect(await lh.recoverExpired()).toEqual({ retried: 1, dead: 0 });
-    await waitFor(async () => (await lh.getJob(id))?.status === 'succeeded', {
-      what: 'the new holder recorded the step and completed',
-    });
+    await waitFor(() => runs.length === 2, { what: 'the new holder running the step' });
     expect(runs).toEqual([1, 2]);
-    // The stale holder's step finishes now: its write is refused and changes nothing.
-    gate.resolve();
+    // The stale holder's step finishes now, while the new holder runs: refused, nothing written.
+    gates.get(1)?.resolve();
     await waitFor(() => errors.length === 1, { what: 'the stale step refused' });
     expect(errors[0]).toBeInstanceOf(LeaseLostError);
     expect((errors[0] as Error).message).toContain('charge#0');
+    expect(await stepRows(pool, lh.schema, id)).toEqual([]);
     const refusals = (await lh.leaseRefusals()).filter((r) => r.operation === 'step');
     expect(refusals.map((r) => [r.queue, r.count])).toEqual([['charge', 1]]);
-    const rows = await stepRows(pool, lh.schema, id);
-    expect(rows).toEqual([{ seq: 0, name: 'charge#0', kind: 'step', result: { chargedBy: 2 } }]);
+    // The new holder records its own result and completes.
+    gates.get(2)?.resolve();
+    await waitFor(async () => (await lh.getJob(id))?.status === 'succeeded', {
+      what: 'the new holder recorded the step and completed',
+    });
+    expect(errors).toHaveLength(1);
+    expect(await stepRows(pool, lh.schema, id)).toEqual([
+      { seq: 0, name: 'charge#0', kind: 'step', result: { chargedBy: 2 } },
+    ]);
     expect((await lh.getJob(id))!.result).toEqual({ chargedBy: 2 });
     const history = (await lh.getJob(id, { history: true }))!.history;
     expect(history.some((e) => e.kind === 'refused' && e.operation === 'step')).toBe(true);
+    expect(history.filter((e) => e.kind === 'step').map((e) => e.attempt)).toEqual([2]);
   });
 
   it('a sleep hands the job back holding no lease and spending no attempt, then resumes past the steps before it', async () => {
