@@ -260,7 +260,7 @@ export class ActiveJob implements JobContext {
         },
         lostLease: () => this.abort('lease-lost'),
       }));
-    this.step = (name, fn) => stepRun().step(name, fn);
+    this.step = (name, fn, ...options: unknown[]) => stepRun().step(name, fn, options[0]);
     this.sleep = async (name, ms) => stepRun().sleep(name, { ms: sleepMs(ms) });
     this.sleepUntil = async (name, at) => stepRun().sleep(name, { at: sleepUntilDate(at) });
     let ownPool: TransactionAdapter<pg.PoolClient> | null = null;

@@ -56,8 +56,15 @@ export class StepRun {
   }
 
   /** `job.step(name, fn)`: the recorded result, or `fn`'s, recorded (fenced) before it is returned. */
-  async step<T>(name: string, fn: () => Promise<T> | T): Promise<T> {
+  async step<T>(name: string, fn: () => Promise<T> | T, options?: unknown): Promise<T> {
     if (typeof fn !== 'function') throw new ValidationError('step', 'give job.step(name, async () => ...)');
+    // Refused rather than ignored: a retry budget that silently did nothing would mislead.
+    if (options !== undefined) {
+      throw new ValidationError(
+        'step options',
+        "none are supported yet: a step follows its job's retry rules",
+      );
+    }
     const { seq, key } = this.#place(name, 'step');
     const recorded = await this.#recordedAt(seq, key, 'step');
     if (recorded) return recorded.result as T;

@@ -6,7 +6,8 @@ import {
   StepOrderError,
   ValidationError,
 } from '../../src/index.js';
-import { expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
+import { runCliInProcess } from '../support/cli-inprocess.js';
+import { databaseUrl, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { roleClient } from '../support/roles.js';
 import { deferred, forkWorker, killHard, started } from '../support/worker.js';
 
@@ -227,6 +228,21 @@ describe('durable steps', () => {
     const nap = history.find((e) => e.kind === 'step' && (e.detail as { kind: string }).kind === 'sleep');
     expect(nap).toMatchObject({ attempt: 1, detail: { step: 'nap#0', kind: 'sleep' } });
     expect(typeof (nap!.detail as { wakeAt: unknown }).wakeAt).toBe('string');
+    // `leasehold jobs show` prints each step by name, and the sleep with its wake time.
+    const shown = await runCliInProcess([
+      'jobs',
+      'show',
+      id,
+      '--database-url',
+      databaseUrl(),
+      '--schema',
+      lh.schema,
+    ]);
+    expect(shown.code).toBe(0);
+    // The sleep spent no attempt: the step after it is attempt 1 again, under the next claim's token.
+    expect(shown.stdout).toMatch(/step\s+1\s+\S+\s+1\s+step before#0 recorded/);
+    expect(shown.stdout).toMatch(/step\s+1\s+\S+\s+1\s+sleep nap#0 until \S+/);
+    expect(shown.stdout).toMatch(/step\s+1\s+\S+\s+2\s+step after#0 recorded/);
   });
 
   it('a resume that calls steps in another order fails with STEP_ORDER, naming both, and runs nothing again', async () => {
@@ -418,7 +434,7 @@ describe('durable steps', () => {
     ).rejects.toThrow(/permission denied/);
   });
 
-  it('sleepUntil a time already past returns at once; bad sleep arguments are ValidationErrors', async () => {
+  it('sleepUntil a time already past returns at once; bad sleep arguments and step options are ValidationErrors', async () => {
     const lh = await migratedClient({ backoff: noBackoff });
     const pool = testPool();
     const errors: unknown[] = [];
@@ -435,6 +451,8 @@ describe('durable steps', () => {
           ]) {
             await bad().catch((err: unknown) => errors.push(err));
           }
+          const step = job.step as (name: string, fn: () => number, options: unknown) => Promise<number>;
+          await step('retrying', () => 1, { maxAttempts: 3 }).catch((err: unknown) => errors.push(err));
           await job.sleepUntil('deadline', new Date(Date.now() - 60_000));
           return 'woke at once';
         },
@@ -443,7 +461,7 @@ describe('durable steps', () => {
     });
     await started(worker);
     await waitFor(async () => (await lh.getJob(id))?.status === 'succeeded', { what: 'succeeded' });
-    expect(errors).toHaveLength(5);
+    expect(errors).toHaveLength(6);
     for (const err of errors) expect(err).toBeInstanceOf(ValidationError);
     const job = await lh.getJob(id, { history: true });
     expect(job).toMatchObject({ attemptCount: 1, result: 'woke at once' });
