@@ -471,4 +471,29 @@ describe('durable steps', () => {
       [0, 'deadline#0', 'sleep'],
     ]);
   });
+
+  it('a job that calls more than 1,000 steps goes dead with TOO_MANY_STEPS, its first 1,000 kept', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    let ran = 0;
+    const { id } = await lh.enqueue('many', {}, { maxAttempts: 3 });
+    const worker = lh.worker({
+      queues: {
+        many: async (job) => {
+          for (let i = 0; i < 1001; i++) await job.step('tick', () => ++ran);
+        },
+      },
+      pollIntervalMs: 20,
+    });
+    await started(worker);
+    await waitFor(async () => (await lh.getJob(id))?.status === 'dead', { timeoutMs: 60_000, what: 'dead' });
+    expect(await lh.getJob(id)).toMatchObject({ lastErrorCode: 'TOO_MANY_STEPS', attemptCount: 1 });
+    expect(ran).toBe(1000);
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n, max(seq) AS last, max(name) FILTER (WHERE seq = 999) AS name
+       FROM "${lh.schema}".job_steps WHERE job_id = $1`,
+      [id],
+    );
+    expect(rows[0]).toEqual({ n: 1000, last: 999, name: 'tick#999' });
+  });
 });
