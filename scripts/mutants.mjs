@@ -143,6 +143,14 @@ export const MUTANTS = [
     tests: ['durable-steps'],
   },
   {
+    name: 'steps-read-on-every-call',
+    covers: 'durable steps',
+    file: 'src/runtime/steps.ts',
+    find: 'this.#recorded ??= listSteps(',
+    replace: 'this.#recorded = listSteps(',
+    tests: ['durable-steps'],
+  },
+  {
     name: 'steps-no-order-check',
     covers: 'durable steps',
     file: 'src/runtime/steps.ts',

@@ -68,6 +68,9 @@ export class StepRun {
     const { seq, key } = this.#place(name, 'step');
     const recorded = await this.#recordedAt(seq, key, 'step');
     if (recorded) return recorded.result as T;
+    // Checked again after the read: a process frozen while it was in flight may resume after its
+    // successor took the job; the monotonic deadline tells at once that running now is not ours.
+    if (!this.#host.holdsLease) throw this.#lost(key, 'was not run');
     const value = await fn();
     const json = stepResultText(value, this.#host.maxResultBytes, key);
     const done = await recordStep(this.#host.db, this.#host.schema, this.#host.lease, seq, key, {

@@ -1,6 +1,8 @@
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import {
   type JobContext,
+  Leasehold,
   LeaseLostError,
   PermanentError,
   StepOrderError,
@@ -495,5 +497,42 @@ describe('durable steps', () => {
       [id],
     );
     expect(rows[0]).toEqual({ n: 1000, last: 999, name: 'tick#999' });
+  });
+
+  it('a handler that calls no step sends no step statement; one that does reads its steps once per attempt', async () => {
+    const owner = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    // Every statement the worker sends, by name (the statement names carry their label).
+    const sent: string[] = [];
+    const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+    (pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      const config = args[0] as { name?: string; text?: string } | string;
+      sent.push(typeof config === 'string' ? config : (config.name ?? config.text ?? ''));
+      return query(...args);
+    };
+    const lh = new Leasehold({ pool: pool as pg.Pool, schema: owner.schema, backoff: noBackoff });
+    const worker = lh.worker({
+      queues: {
+        plain: async () => 'done',
+        stepped: async (job) => {
+          for (const name of ['a', 'b', 'c']) await job.step(name, () => name);
+        },
+      },
+      pollIntervalMs: 20,
+    });
+    await started(worker);
+    const plain = await owner.enqueue('plain', {});
+    await waitFor(async () => (await owner.getJob(plain.id))?.status === 'succeeded', { what: 'plain done' });
+    const steps = (names: string[]) => names.filter((n) => /_step_(list|record)_/.test(n));
+    expect(sent.length).toBeGreaterThan(0);
+    expect(steps(sent)).toEqual([]);
+    const stepped = await owner.enqueue('stepped', {});
+    await waitFor(async () => (await owner.getJob(stepped.id))?.status === 'succeeded', {
+      what: 'stepped done',
+    });
+    const stepStatements = steps(sent).map((n) => (n.includes('_step_list_') ? 'list' : 'record'));
+    expect(stepStatements).toEqual(['list', 'record', 'record', 'record']);
+    await worker.stop();
+    await lh.close();
   });
 });
