@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import {
+  type BatchJobContext,
   type JobContext,
   Leasehold,
   LeaseLostError,
@@ -532,5 +533,37 @@ describe('durable steps', () => {
     expect(stepStatements).toEqual(['list', 'record', 'record', 'record']);
     await worker.stop();
     await lh.close();
+  });
+
+  it('in a batch handler each item records its own steps, and job.sleep is refused rather than handing back the batch', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    const errors: unknown[] = [];
+    const { ids } = await lh.enqueueMany('batched-steps', [{ payload: 1 }, { payload: 2 }]);
+    const worker = lh.worker({
+      queues: {
+        'batched-steps': {
+          batch: { size: 2 },
+          handler: async (jobs: BatchJobContext[]) => {
+            await jobs[0]?.sleep('nap', 1000).catch((err: unknown) => errors.push(err));
+            return Promise.all(jobs.map((job) => job.step('double', () => (job.payload as number) * 2)));
+          },
+        },
+      },
+      pollIntervalMs: 20,
+    });
+    await started(worker);
+    for (const id of ids) {
+      await waitFor(async () => (await lh.getJob(id))?.status === 'succeeded', { what: `job ${id} done` });
+    }
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toBeInstanceOf(ValidationError);
+    const results = await Promise.all(ids.map(async (id) => (await lh.getJob(id))!.result));
+    const recorded = await Promise.all(ids.map((id) => stepRows(pool, lh.schema, id)));
+    // Each job's result is its own step's value, recorded under its own lease.
+    expect(recorded.map((rows) => rows.map((r) => [r.name, r.result]))).toEqual(
+      results.map((result) => [['double#0', result]]),
+    );
+    expect(results.sort()).toEqual([2, 4]);
   });
 });
