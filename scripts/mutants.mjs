@@ -28,6 +28,7 @@ export const TRANSITIONS = [
   { name: 'flow release', fenced: true },
   { name: 'job.transaction', fenced: true },
   { name: 'effects', fenced: true },
+  { name: 'durable steps', fenced: true },
   { name: 'dedupe replace', fenced: true },
   { name: 'schedule tick', fenced: false },
   { name: 'plain completion', fenced: true },
@@ -38,7 +39,7 @@ export const TRANSITIONS = [
 /** Why .ci/run runs a subset: each mutant is a vitest run of its own (8-47 s on a loaded machine). */
 export const CI_NOTE =
   'the CI subset is one mutant per fenced transition part (the fence, the claim, the sweep, the ' +
-  'hand-overs, the handler transaction, the effects ledger, the replace), the rest run by `npm run mutate`';
+  'hand-overs, the handler transaction, the effects ledger, the step fence, the replace), the rest run by `npm run mutate`';
 
 // biome-ignore-start lint/suspicious/noTemplateCurlyInString: the source texts, searched for as written
 /** Every mutant, in the order they run. */
@@ -122,6 +123,48 @@ export const MUTANTS = [
     replace:
       '    WHERE e.job_id = $1 AND e.name = $6\n    RETURNING e.job_id\n  )\n  SELECT (SELECT count(*) FROM recorded)',
     tests: ['effects', 'effects-ledger', 'fence-parts'],
+  },
+  // Durable steps (src/storage/steps.ts, src/runtime/steps.ts).
+  {
+    name: 'steps-record-without-fence',
+    covers: 'durable steps',
+    file: 'src/storage/steps.ts',
+    find: '    WHERE ${LEASE_FENCE}\n',
+    replace: '    WHERE j.id = input.id\n',
+    tests: ['durable-steps'],
+    ci: true,
+  },
+  {
+    name: 'steps-recorded-step-runs-again',
+    covers: 'durable steps',
+    file: 'src/runtime/steps.ts',
+    find: '    if (recorded) return recorded.result as T;\n',
+    replace: '',
+    tests: ['durable-steps'],
+  },
+  {
+    name: 'steps-read-on-every-call',
+    covers: 'durable steps',
+    file: 'src/runtime/steps.ts',
+    find: 'this.#recorded ??= listSteps(',
+    replace: 'this.#recorded = listSteps(',
+    tests: ['durable-steps'],
+  },
+  {
+    name: 'steps-no-order-check',
+    covers: 'durable steps',
+    file: 'src/runtime/steps.ts',
+    find: 'if (found.name !== key || found.kind !== kind) {',
+    replace: 'if (found.kind !== kind) {',
+    tests: ['durable-steps'],
+  },
+  {
+    name: 'steps-sleep-never-hands-back',
+    covers: 'durable steps',
+    file: 'src/runtime/steps.ts',
+    find: '    if (remainingMs > 0) throw new SnoozeError(Math.ceil(remainingMs));\n',
+    replace: '',
+    tests: ['durable-steps'],
   },
   // The claim (src/storage/claim.ts).
   {

@@ -107,7 +107,13 @@ export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
 export type { AbortReason, JobContext, JobParent, JobTransaction } from './runtime/job-context.js';
-export { PermanentError, RetryableError, SnoozeError, UncertainEffectError } from './runtime/job-errors.js';
+export {
+  PermanentError,
+  RetryableError,
+  SnoozeError,
+  StepOrderError,
+  UncertainEffectError,
+} from './runtime/job-errors.js';
 export { RESULT_ERROR_CODES } from './runtime/job-output.js';
 export type { JobTransactionOptions, TransactionAdapter } from './runtime/job-transaction.js';
 export type { LeaseLoss, LeaseLossReason } from './runtime/lease-loss.js';

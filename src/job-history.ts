@@ -20,7 +20,8 @@ export type JobEventKind =
   | 'cancelled'
   | 'refused'
   | 'removed'
-  | 'deduplicated';
+  | 'deduplicated'
+  | 'step';
 
 /** One entry of a job's history. Fields that do not apply to a kind are null. */
 export interface JobEvent {
@@ -55,9 +56,12 @@ export interface JobEvent {
    * lease back; for `key_skipped`: the operator's reason for skipping a dead job with `lh.skip`).
    */
   reason: string | null;
-  /** For `refused`: which write was refused (`heartbeat`, `complete`, `fail`, `snooze`, `effect`). */
+  /** For `refused`: which write was refused (`heartbeat`, `complete`, `fail`, `snooze`, `effect`, `step`). */
   operation: string | null;
-  /** Small structured detail (a tombstone's summary of what was removed). */
+  /**
+   * Small structured detail (a tombstone's summary of what was removed; for `step`, the recorded
+   * durable step: `{ step: 'charge#0', kind: 'step' }`, a sleep with its `wakeAt`).
+   */
   detail: unknown;
 }
 

@@ -35,6 +35,13 @@ export class BatchItem extends ActiveJob implements BatchJobContext {
     return runBatchTransaction(jobs, store, fn, options);
   }) as JobTransaction;
 
+  /**
+   * Durable sleeps are for one-job handlers: a batch handler's thrown snooze would hand back every
+   * job of its batch. Refused, so that it cannot; `job.step` works per item.
+   */
+  override readonly sleep = (): Promise<void> => Promise.reject(noBatchSleep());
+  override readonly sleepUntil = (): Promise<void> => Promise.reject(noBatchSleep());
+
   /** Joins the batch its handler is about to get. */
   joinBatch(jobs: readonly BatchItem[], store: EffectStore): void {
     this.#batch = { jobs, store };
@@ -70,4 +77,11 @@ export class BatchItem extends ActiveJob implements BatchJobContext {
     this.aloneOutcome = this.settleAlone(error, classifyAs);
     return this.aloneOutcome;
   }
+}
+
+function noBatchSleep(): ValidationError {
+  return new ValidationError(
+    'sleep',
+    'job.sleep is not available in a batch handler (it would hand back the whole batch)',
+  );
 }

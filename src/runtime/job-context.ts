@@ -13,6 +13,7 @@ import {
   runJobTransaction,
   type TransactionAdapter,
 } from './job-transaction.js';
+import { StepRun, sleepMs, sleepUntilDate } from './steps.js';
 
 /**
  * `job.transaction`: runs `fn` in one transaction committed together with this job's fenced
@@ -84,6 +85,21 @@ export interface JobContext<Payload = unknown> {
    * unknown goes to `reconcile` (or, without it, ends the job dead with `UNCERTAIN_EFFECT`).
    */
   readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;
+  /**
+   * A durable step: runs `fn` once per job and records its JSON result (fenced by this lease, at
+   * most `maxResultBytes`) before returning it; a later attempt gets the recorded result back
+   * without running `fn`. Repeated names are numbered in call order (`charge#0`, `charge#1`); a
+   * resumed handler calling steps in another order gets `StepOrderError` (`STEP_ORDER`, dead).
+   */
+  readonly step: <T>(name: string, fn: () => Promise<T> | T) => Promise<T>;
+  /**
+   * A durable sleep: its wake time (`ms` from now, database time) is recorded once as a step; the
+   * job is handed back holding no lease and spending no attempt, and resumes after it, past the
+   * steps before. Returns at once when the recorded wake time has passed.
+   */
+  readonly sleep: (name: string, ms: number) => Promise<void>;
+  /** `job.sleep` until a point in time (a Date), recorded once as a step. */
+  readonly sleepUntil: (name: string, at: Date) => Promise<void>;
   /**
    * Runs `fn` in one transaction committed together with this job's completion: either both land
    * or neither (exactly-once effects on your own tables). See `JobTransaction`.
@@ -185,6 +201,9 @@ export class ActiveJob implements JobContext {
 
   // An own property rather than a method, so the context spreads like the plain data it is.
   readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;
+  readonly step: <T>(name: string, fn: () => Promise<T> | T) => Promise<T>;
+  readonly sleep: (name: string, ms: number) => Promise<void>;
+  readonly sleepUntil: (name: string, at: Date) => Promise<void>;
   readonly transaction: JobTransaction;
   readonly #maxProgressBytes: number;
 
@@ -228,6 +247,22 @@ export class ActiveJob implements JobContext {
         name,
         spec,
       );
+    // Made on the first step call: a job that calls none reads and writes nothing for steps.
+    let steps: StepRun | null = null;
+    const stepRun = () =>
+      (steps ??= new StepRun({
+        db: store.db,
+        schema: store.schema,
+        lease: this.lease,
+        maxResultBytes: store.maxResultBytes,
+        get holdsLease() {
+          return job.holdsLease;
+        },
+        lostLease: () => this.abort('lease-lost'),
+      }));
+    this.step = (name, fn, ...options: unknown[]) => stepRun().step(name, fn, options[0]);
+    this.sleep = async (name, ms) => stepRun().sleep(name, { ms: sleepMs(ms) });
+    this.sleepUntil = async (name, at) => stepRun().sleep(name, { at: sleepUntilDate(at) });
     let ownPool: TransactionAdapter<pg.PoolClient> | null = null;
     this.transaction = (async <Tx, T>(
       fn: (tx: Tx) => Promise<T> | T,

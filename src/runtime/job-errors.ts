@@ -37,6 +37,28 @@ export class UncertainEffectError extends PermanentError {
   }
 }
 
+/**
+ * Thrown by `job.step` / `job.sleep` when a resumed handler calls its steps in another order than
+ * an earlier attempt recorded them: the job goes dead with code `STEP_ORDER` and no step runs
+ * again (a recorded result cannot be matched to a step it was not recorded for).
+ */
+export class StepOrderError extends PermanentError {
+  /** The step recorded at this position by an earlier attempt (`charge#0`). */
+  readonly recorded: string;
+  /** The step the handler called there now. */
+  readonly called: string;
+
+  constructor(position: number, recorded: string, called: string) {
+    super(
+      `step ${position} was recorded as "${recorded}" but the handler now calls "${called}" there: steps must be called in the same order on every attempt`,
+      { code: 'STEP_ORDER' },
+    );
+    this.name = 'StepOrderError';
+    this.recorded = recorded;
+    this.called = called;
+  }
+}
+
 /** Worth retrying (a timeout, a short outage): retried with backoff, or after `delayMs`. */
 export class RetryableError extends Error {
   /** Stored as the job's last_error_code. */

@@ -49,6 +49,9 @@ const JobRemoveListed = defineStatement(
   gone_effects AS (
     DELETE FROM ${s}.job_effects AS e USING removed WHERE e.job_id = removed.id
   ),
+  gone_steps AS (
+    DELETE FROM ${s}.job_steps AS st USING removed WHERE st.job_id = removed.id
+  ),
   gone_keys AS (
     DELETE FROM ${s}.job_keys AS k USING removed WHERE k.job_id = removed.id
   ),

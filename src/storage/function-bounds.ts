@@ -12,6 +12,7 @@
  */
 import { MAX_ATTEMPTS_LIMIT, MAX_LEASE_MS } from '../config.js';
 import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../runtime/error-details.js';
+import { MAX_STEP_NAME, MAX_STEPS } from '../runtime/steps.js';
 import { MAX_BATCH, MAX_ENQUEUE_MANY, MAX_PAYLOAD_BYTES_LIMIT, PRIORITY_LIMIT } from '../validation.js';
 import { quoteIdent } from './db.js';
 import { wakeupChannel } from './enqueue.js';
@@ -164,6 +165,15 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
   ],
   effect_record_result: [owner(4), queue(5), { arg: 6, kind: 'chars', min: 1, max: EFFECT_NAME }],
   effect_rearm: [owner(4), queue(5), { arg: 6, kind: 'chars', min: 1, max: EFFECT_NAME }],
+  step_list: [owner(4), queue(5)],
+  step_record: [
+    owner(4),
+    queue(5),
+    { arg: 6, kind: 'range', min: 0, max: MAX_STEPS - 1 },
+    // The name with its occurrence: `a#0` at the shortest.
+    { arg: 7, kind: 'chars', min: 3, max: MAX_STEP_NAME + 10 },
+    { arg: 8, kind: 'matches', pattern: '^(step|sleep)$', sample: 'step' },
+  ],
   record_refusal: [queue(1), owner(3)],
   recover_expired_leases: [
     { arg: 1, kind: 'range', min: 1, max: ANY_COUNT },

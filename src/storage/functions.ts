@@ -65,6 +65,7 @@ import {
   ScheduleList,
   ScheduleListWithoutPayload,
 } from './schedules.js';
+import { STEP_FUNCTIONS } from './steps.js';
 import { JobTraceAttach } from './traces.js';
 
 /** Which per-schema role may execute a function (the admin roles may execute every one). */
@@ -93,7 +94,7 @@ const REPAIRED = `seen integer, released integer, removed integer, missed intege
 /** Every statement that goes through a function, one line each. */
 export const FUNCTIONS: readonly FunctionEntry[] = [
   // The worker: claim (plain, per-key, throttled, round-robin), renew (with progress), complete (with results),
-  // fail, snooze, the effects ledger, recovery, fairness, ordering repair.
+  // fail, snooze, the effects ledger, durable steps, recovery, fairness, ordering repair.
   {
     role: 'worker',
     statement: JobClaimMany,
@@ -192,6 +193,8 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     args: 'bigint, bigint, bigint, text, text, text',
     returns: 'rearmed boolean',
   },
+  // Durable steps (024): a job's steps are read and written only under its lease (steps.ts).
+  ...STEP_FUNCTIONS,
   { role: 'worker', statement: RefusalRecord, args: 'text, bigint, text, bigint', returns: null },
   {
     role: 'worker',

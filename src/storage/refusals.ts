@@ -12,7 +12,7 @@
  * `byQueue`): the inserts then write that parameter, not the batch rows' copy of it, so a planner
  * that routes by what it can prove (Citus, docs/scaling.md) sees one queue in every write.
  */
-export type FencedOperation = 'heartbeat' | 'complete' | 'fail' | 'snooze' | 'effect';
+export type FencedOperation = 'heartbeat' | 'complete' | 'fail' | 'snooze' | 'effect' | 'step';
 
 /** SQL text of the `refused_rows`, `refused` and `refused_events` CTEs for `operation`; `s` is the quoted schema. */
 export function refusalCountingCte(

@@ -1,8 +1,9 @@
 import { defineStatement, type Queryable, run } from './db.js';
 
 // A removed job takes its satellite rows with it, in the same statement: its recorded events, its
-// effects ledger and its idempotency key (so the key may be used again). Each is a lookup by job id
-// (job_events_job_idx, job_effects' primary key, job_keys_job_idx, dedupe_keys_job_idx). `removed`
+// effects ledger, its durable steps and its idempotency key (so the key may be used again). Each is
+// a lookup by job id (job_events_job_idx, job_effects' and job_steps' primary keys,
+// job_keys_job_idx, dedupe_keys_job_idx). `removed`
 // names the CTE holding the removed ids. A dedupe key naming the job goes too, unless it is a
 // throttle window still open: that window outlives the job it kept (see migration 013).
 const SATELLITES = (s: string) => `
@@ -11,6 +12,9 @@ const SATELLITES = (s: string) => `
   ),
   gone_effects AS (
     DELETE FROM ${s}.job_effects AS e USING removed WHERE e.job_id = removed.id
+  ),
+  gone_steps AS (
+    DELETE FROM ${s}.job_steps AS st USING removed WHERE st.job_id = removed.id
   ),
   gone_keys AS (
     DELETE FROM ${s}.job_keys AS k USING removed WHERE k.job_id = removed.id

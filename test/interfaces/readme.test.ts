@@ -55,6 +55,7 @@ describe('README examples', () => {
       'flows',
       'batch-handlers',
       'abort-reasons',
+      'durable-steps',
     ]);
   });
 
@@ -90,6 +91,8 @@ describe('README examples', () => {
         /^sending 4 emails in one call\nsucceeded {2}true\ndead BAD_ADDRESS false\npending ERROR false\nsucceeded {2}true\n/,
       'abort-reasons':
         /^cancelled: clean up, no retry\naborted event: cancelled\nshutdown: it runs again later\naborted event: shutdown\ncancelled pending\n/,
+      'durable-steps':
+        /^result: acct-ada@example\.com attempts: 2\nruns: \{ account: 1, verification: 1, welcome: 1 \}\nsteps: create-account#0 send-verification#0 grace-period#0 send-welcome#0\n/,
       flows:
         /fetched (users|orders)\nfetched (users|orders)\nmerging users:succeeded orders:succeeded\nusers=succeeded orders=succeeded merge=succeeded/,
     };

@@ -29,6 +29,24 @@ process.once('message', async (config) => {
       process.send?.({ type: 'effect', id: job.id, key: job.idempotencyKey });
       await new Promise(() => {});
     },
+    // Durable steps a, b, c, each recording its call in step_calls; hangs after step `hangAfter`.
+    steps: async (job) => {
+      const results = [];
+      for (const name of ['a', 'b', 'c']) {
+        results.push(
+          await job.step(name, async () => {
+            await downstream.query(
+              `INSERT INTO "${config.schema}".step_calls (job_id, step, caller) VALUES ($1, $2, 'child')`,
+              [job.id, name],
+            );
+            return { name, by: 'child' };
+          }),
+        );
+        process.send?.({ type: 'step', id: job.id, name });
+        if (name === config.hangAfter) await new Promise(() => {});
+      }
+      return results;
+    },
   };
   // A batch handler: reports the batch's ids as it starts and once it is done, then completes them all.
   const batchHandlers = {

@@ -88,6 +88,7 @@ function describeJob(job: JobWithHistory, withPayload: boolean): string {
 
 function describeEvent(event: JobEvent): string {
   const parts: string[] = [];
+  if (event.kind === 'step') parts.push(describeStep(event.detail));
   if (event.errorCode) parts.push(event.errorCode);
   if (event.message && event.kind !== 'cancelled') parts.push(oneLine(event.message, 80));
   if (event.delayMs !== null) parts.push(`again in ${formatDuration(event.delayMs)}`);
@@ -96,4 +97,12 @@ function describeEvent(event: JobEvent): string {
   if (event.actor) parts.push(`by ${event.actor}`);
   if (event.reason) parts.push(`reason: ${oneLine(event.reason, 80)}`);
   return parts.join('; ');
+}
+
+// A durable step's event: its numbered name, a sleep's wake time (never its result: user data).
+function describeStep(detail: unknown): string {
+  const { step, kind, wakeAt } = (detail ?? {}) as { step?: unknown; kind?: unknown; wakeAt?: unknown };
+  const name = typeof step === 'string' ? step : '?';
+  if (kind !== 'sleep') return `step ${name} recorded`;
+  return `sleep ${name}${typeof wakeAt === 'string' ? ` until ${formatTime(new Date(wakeAt))}` : ''}`;
 }

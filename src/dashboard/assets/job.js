@@ -25,6 +25,14 @@ function eventDetail(e) {
   if (e.kind === 'replayed') {
     if (e.errorCode) parts.push(`had died with ${e.errorCode}`);
   } else {
+    // A durable step: its numbered name, a sleep's wake time (never its result: user data).
+    if (e.kind === 'step' && e.detail) {
+      parts.push(
+        e.detail.kind === 'sleep'
+          ? `sleep ${e.detail.step} until ${e.detail.wakeAt}`
+          : `step ${e.detail.step} recorded`,
+      );
+    }
     if (e.errorCode) parts.push(e.errorClass ? `${e.errorCode} (${e.errorClass})` : e.errorCode);
     if (e.message && e.kind !== 'cancelled') parts.push(e.message);
   }
