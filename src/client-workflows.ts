@@ -1,6 +1,7 @@
 import type { LeaseholdOptions } from './client-options.js';
 import { attachContext, type LeaseholdContext, publicCall, resolveContext } from './context.js';
 import type { SchedulerResult } from './maintenance/scheduler.js';
+import type { SendEventInput, SendEventResult } from './operations/events.js';
 import type { BlockedFlow, EnqueueFlowResult, FlowNode, FlowView } from './operations/flows.js';
 import type { RunUntilIdleOptions } from './operations/run-until-idle.js';
 import type { ScheduleInfo, ScheduleOptions } from './operations/schedules.js';
@@ -101,6 +102,19 @@ export class LeaseholdWorkflows {
   blockedFlows(options?: { limit?: number }): Promise<BlockedFlow[]> {
     return publicCall(this.#context, 'blockedFlows', () =>
       operatorCalls().then((calls) => calls.blockedFlows(this.#context, options)),
+    );
+  }
+
+  /**
+   * Sends event `name` with `key` and a JSON `payload` (at most 1 MiB): every job waiting on that
+   * name and key (`job.waitForEvent`) resumes with it, once; a wait that begins within 24 h after
+   * finds it too. With `client`, sent in that transaction (a rollback wakes nothing).
+   */
+  sendEvent(name: string, event: SendEventInput, options?: { client?: Queryable }): Promise<SendEventResult> {
+    return publicCall(this.#context, 'sendEvent', () =>
+      import('./operations/events.js').then((events) =>
+        events.sendEvent(this.#context, name, event, options),
+      ),
     );
   }
 

@@ -65,6 +65,7 @@ export { logWorkerEvents } from './observability/logger.js';
 export { dashboardHandler, startDashboard, startEmbeddedPostgres } from './on-demand.js';
 export type { CancelOptions, CancelResult } from './operations/cancel.js';
 export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
+export type { SendEventInput, SendEventResult } from './operations/events.js';
 export { MAX_FLOW_BYTES, MAX_FLOW_EDGES, MAX_FLOW_NODES } from './operations/flow-input.js';
 export type {
   BlockedFlow,
@@ -143,6 +144,7 @@ export type {
 } from './runtime/task.js';
 export { defineTask } from './runtime/task.js';
 export type { ClaimInfo, FlushInfo, OutcomeDetail } from './runtime/telemetry-events.js';
+export type { EventWaitResult, WaitForEventOptions } from './runtime/wait-event.js';
 export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
 export { Worker } from './runtime/worker.js';
 export type { Queryable } from './storage/db.js';

@@ -3,6 +3,7 @@ import { rejectUnknownOptions } from '../unknown-options.js';
 import type { BatchJobContext } from './batch-options.js';
 import { ActiveJob, type EffectStore, type JobTransaction } from './job-context.js';
 import { RetryableError } from './job-errors.js';
+import type { EventWaitResult } from './wait-event.js';
 import type { OutcomeResult } from './worker-events.js';
 
 /** Records one item's failure alone: `error` is what is stored, `classifyAs` what decides retry or dead. */
@@ -41,6 +42,8 @@ export class BatchItem extends ActiveJob implements BatchJobContext {
    */
   override readonly sleep = (): Promise<void> => Promise.reject(noBatchSleep());
   override readonly sleepUntil = (): Promise<void> => Promise.reject(noBatchSleep());
+  /** Refused in a batch for the same reason as `sleep`: a wait hands its job back. */
+  override readonly waitForEvent = <P>(): Promise<EventWaitResult<P>> => Promise.reject(noBatchSleep());
 
   /** Joins the batch its handler is about to get. */
   joinBatch(jobs: readonly BatchItem[], store: EffectStore): void {

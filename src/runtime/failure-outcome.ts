@@ -31,7 +31,8 @@ export function failureWrite(
       typeof requested === 'number' && Number.isFinite(requested)
         ? Math.min(MAX_DELAY_MS, Math.max(0, Math.round(requested)))
         : 0;
-    return { kind: 'snooze', ref: { ...lease, delayMs } };
+    const waiting = (err as { waiting?: unknown }).waiting === true;
+    return { kind: 'snooze', ref: waiting ? { ...lease, delayMs, waiting } : { ...lease, delayMs } };
   }
   const requestedDelay = kind === 'retryable' ? (err as { delayMs?: unknown }).delayMs : undefined;
   const budget = kind === 'unknown' ? config.unknownErrorAttempts : null;

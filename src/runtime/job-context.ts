@@ -14,6 +14,13 @@ import {
   type TransactionAdapter,
 } from './job-transaction.js';
 import { StepRun, sleepMs, sleepUntilDate } from './steps.js';
+import {
+  EVENT_RETENTION_MS,
+  type EventWaitResult,
+  eventName,
+  type WaitForEventOptions,
+  waitOptions,
+} from './wait-event.js';
 
 /**
  * `job.transaction`: runs `fn` in one transaction committed together with this job's fenced
@@ -100,6 +107,15 @@ export interface JobContext<Payload = unknown> {
   readonly sleep: (name: string, ms: number) => Promise<void>;
   /** `job.sleep` until a point in time (a Date), recorded once as a step. */
   readonly sleepUntil: (name: string, at: Date) => Promise<void>;
+  /**
+   * Waits, as a recorded step, for the event `name` with `key` (`lh.sendEvent`): the job is handed
+   * back holding no lease and spending no attempt until the event is sent or `timeoutMs` passes.
+   * Resolves `{ timedOut: false, payload }` or `{ timedOut: true }`, the same on every resume.
+   */
+  readonly waitForEvent: <P = unknown>(
+    name: string,
+    options: WaitForEventOptions,
+  ) => Promise<EventWaitResult<P>>;
   /**
    * Runs `fn` in one transaction committed together with this job's completion: either both land
    * or neither (exactly-once effects on your own tables). See `JobTransaction`.
@@ -204,6 +220,10 @@ export class ActiveJob implements JobContext {
   readonly step: <T>(name: string, fn: () => Promise<T> | T) => Promise<T>;
   readonly sleep: (name: string, ms: number) => Promise<void>;
   readonly sleepUntil: (name: string, at: Date) => Promise<void>;
+  readonly waitForEvent: <P = unknown>(
+    name: string,
+    options: WaitForEventOptions,
+  ) => Promise<EventWaitResult<P>>;
   readonly transaction: JobTransaction;
   readonly #maxProgressBytes: number;
 
@@ -263,6 +283,11 @@ export class ActiveJob implements JobContext {
     this.step = (name, fn, ...options: unknown[]) => stepRun().step(name, fn, options[0]);
     this.sleep = async (name, ms) => stepRun().sleep(name, { ms: sleepMs(ms) });
     this.sleepUntil = async (name, at) => stepRun().sleep(name, { at: sleepUntilDate(at) });
+    this.waitForEvent = async <P>(name: string, options: WaitForEventOptions) => {
+      const { key, timeoutMs } = waitOptions(options);
+      const ended = await stepRun().waitForEvent(eventName(name), key, timeoutMs, EVENT_RETENTION_MS);
+      return ended as EventWaitResult<P>;
+    };
     let ownPool: TransactionAdapter<pg.PoolClient> | null = null;
     this.transaction = (async <Tx, T>(
       fn: (tx: Tx) => Promise<T> | T,

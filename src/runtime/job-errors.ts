@@ -83,10 +83,14 @@ export class SnoozeError extends Error {
   /** Tag the worker reads to classify the outcome. */
   readonly leaseholdOutcome = 'snooze' as const;
 
-  constructor(delayMs: number) {
+  /** Set by `job.waitForEvent`: an event sent while the job hands itself back wakes it at once. */
+  readonly waiting: boolean;
+
+  constructor(delayMs: number, options: { waiting?: boolean } = {}) {
     super(`snoozed for ${delayMs} ms`);
     this.name = 'SnoozeError';
     this.delayMs = delayMs;
+    this.waiting = options.waiting === true;
   }
 }
 

@@ -1,6 +1,7 @@
 import { LeaseLostError, ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
+import { awaitSenders, beginWait, resolveWait } from '../storage/events.js';
 import { listSteps, type RecordedStep, recordStep } from '../storage/steps.js';
 import { serialisePayload } from '../validation.js';
 import { PermanentError, SnoozeError, StepOrderError } from './job-errors.js';
@@ -99,9 +100,30 @@ export class StepRun {
     if (remainingMs > 0) throw new SnoozeError(Math.ceil(remainingMs));
   }
 
+  /**
+   * `job.waitForEvent`: the recorded outcome, or the event's (found under the fence), else the job
+   * is handed back until the event wakes it or the timeout passes. See storage/events.ts.
+   */
+  async waitForEvent(name: string, key: string, timeoutMs: number, retentionMs: number): Promise<unknown> {
+    const { seq, key: stepKey } = this.#place(name, 'wait');
+    const recorded = await this.#recordedAt(seq, stepKey, 'wait');
+    if (recorded && recorded.result !== null) return recorded.result;
+    const { db, schema, lease } = this.#host;
+    if (!recorded) {
+      const begun = await beginWait(db, schema, lease, { seq, key: stepKey, name, eventKey: key, timeoutMs });
+      this.#check(begun, stepKey);
+    }
+    // Every sender in flight has committed or rolled back before the event is looked for.
+    await awaitSenders(db, schema, name, key);
+    const ended = await resolveWait(db, schema, lease, seq, retentionMs);
+    if (!ended.held) throw this.#lost(stepKey, 'was not recorded');
+    if (ended.result !== null) return ended.result;
+    throw new SnoozeError(Math.max(1, Math.ceil(ended.remainingMs)), { waiting: true });
+  }
+
   // Validates the name and gives the call its position and numbered name, synchronously: steps
   // started together (Promise.all) are numbered in the order they were called.
-  #place(name: string, kind: 'step' | 'sleep'): { seq: number; key: string } {
+  #place(name: string, kind: 'step' | 'sleep' | 'wait'): { seq: number; key: string } {
     if (typeof name !== 'string' || !STEP_NAME.test(name)) {
       throw new ValidationError(`${kind} name`, 'must be 1 to 100 letters, digits or _ - . :');
     }
@@ -119,7 +141,7 @@ export class StepRun {
   }
 
   // The step an earlier attempt recorded at `seq`, checked against this call; null when none was.
-  async #recordedAt(seq: number, key: string, kind: 'step' | 'sleep'): Promise<RecordedStep | null> {
+  async #recordedAt(seq: number, key: string, kind: RecordedStep['kind']): Promise<RecordedStep | null> {
     if (!this.#host.holdsLease) throw this.#lost(key, 'was not run');
     this.#recorded ??= listSteps(this.#host.db, this.#host.schema, this.#host.lease).then((steps) => {
       if (steps === null) throw this.#lost(key, 'was not run');

@@ -99,20 +99,40 @@ export const JobFailMany = defineStatement(
  * started, or one aborted at shutdown), in the same statement. Looks rows up by primary key.
  * A batch is of one queue ($8), as for JobFailMany; `snoozeJobs` sends one per queue.
  */
-export const JobSnoozeMany = defineStatement(
-  'snooze_jobs',
-  (s) => `
+export const JobSnoozeMany = defineStatement('snooze_jobs', (s) => snoozeText(s, false));
+
+/**
+ * JobSnoozeWaitingMany: JobSnoozeMany for jobs handing themselves back to wait for an event
+ * (job.waitForEvent, migration 025): their wait rows are locked first (the lock an event's sender
+ * takes to wake them), and a job whose wait was woken meanwhile is claimable at once.
+ */
+export const JobSnoozeWaitingMany = defineStatement('snooze_waiting_jobs', (s) => snoozeText(s, true));
+
+function snoozeText(s: string, waiting: boolean): string {
+  const delay = waiting
+    ? 'CASE WHEN input.id IN (SELECT job_id FROM woken) THEN 0 ELSE input.delay_ms END'
+    : 'input.delay_ms';
+  const waits = waiting
+    ? `,
+  waits AS (
+    SELECT w.job_id, w.woken_at FROM ${s}.job_waits AS w
+    WHERE w.job_id = ANY (ARRAY(SELECT id FROM fenced))
+    FOR UPDATE
+  ),
+  woken AS (SELECT job_id FROM waits WHERE woken_at IS NOT NULL)`
+    : '';
+  return `
   WITH input AS (
     SELECT *
     FROM unnest(${FENCE_INPUT_ARRAYS}, $6::double precision[], $7::text[])
       AS t(${FENCE_INPUT_COLUMNS}, delay_ms, hand_back)
   ),
-  ${fencedCte(s, false, '$8')},
+  ${fencedCte(s, false, '$8')}${waits},
   changed AS (
     UPDATE ${s}.jobs AS j
     SET status = 'pending',
         attempt_count = j.attempt_count - 1,
-        available_at = now() + input.delay_ms * interval '1 millisecond',
+        available_at = now() + ${delay} * interval '1 millisecond',
         lease_owner = NULL,
         lease_expires_at = NULL
     FROM fenced AS input -- the fenced rows, with the columns of their input
@@ -130,8 +150,8 @@ export const JobSnoozeMany = defineStatement(
   ),
   ${keySlotsReleaseCte(s, 'changed', '$8')},
   ${refusalCountingCte(s, 'snooze', '$8')}
-  SELECT id FROM changed`,
-);
+  SELECT id FROM changed`;
+}
 
 /** One failed attempt to record. */
 export interface FailRef extends FenceRef {
@@ -195,6 +215,8 @@ export interface SnoozeRef extends FenceRef {
   delayMs: number;
   /** Set when the worker hands the lease back rather than the handler snoozing: why. */
   handBack?: 'unstarted' | 'shutdown';
+  /** Set when the job hands itself back to wait for an event (JobSnoozeWaitingMany). */
+  waiting?: boolean;
 }
 
 /** Snoozes the leases it can; returns the ids accepted. */
@@ -204,8 +226,13 @@ export async function snoozeJobs(
   refs: readonly SnoozeRef[],
 ): Promise<Set<string>> {
   const accepted = new Set<string>();
-  for (const group of byQueue(refs)) {
-    const rows = await run<{ id: string }>(db, JobSnoozeMany(schema), [
+  const plain = refs.filter((ref) => !ref.waiting);
+  const waiting = refs.filter((ref) => ref.waiting);
+  for (const [group, statement] of [
+    ...byQueue(plain).map((g) => [g, JobSnoozeMany] as const),
+    ...byQueue(waiting).map((g) => [g, JobSnoozeWaitingMany] as const),
+  ]) {
+    const rows = await run<{ id: string }>(db, statement(schema), [
       ...fenceArrays(group),
       group.map((ref) => ref.delayMs),
       group.map((ref) => ref.handBack ?? null),

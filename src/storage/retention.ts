@@ -16,6 +16,9 @@ const SATELLITES = (s: string) => `
   gone_steps AS (
     DELETE FROM ${s}.job_steps AS st USING removed WHERE st.job_id = removed.id
   ),
+  gone_waits AS (
+    DELETE FROM ${s}.job_waits AS w USING removed WHERE w.job_id = removed.id
+  ),
   gone_keys AS (
     DELETE FROM ${s}.job_keys AS k USING removed WHERE k.job_id = removed.id
   ),

@@ -96,7 +96,7 @@ function leaseValues(lease: FenceRef): unknown[] {
 export interface RecordedStep {
   seq: number;
   name: string;
-  kind: 'step' | 'sleep';
+  kind: 'step' | 'sleep' | 'wait';
   result: unknown;
   /** A sleep's milliseconds left until its wake time when read; null for a step. */
   remainingMs: number | null;
@@ -112,7 +112,7 @@ export async function listSteps(
     held: boolean;
     seq: number | null;
     name: string;
-    kind: 'step' | 'sleep';
+    kind: 'step' | 'sleep' | 'wait';
     result: unknown;
     remaining_ms: number | null;
   }>(db, StepList(schema), leaseValues(lease));
