@@ -1,5 +1,6 @@
 import { defineStatement, type Queryable, run } from './db.js';
 import { wakeupChannel } from './enqueue.js';
+import { JobSnoozeWaitingMany } from './fail.js';
 import { type FenceRef, LEASE_FENCE } from './fence.js';
 import { refusalCountingCte } from './refusals.js';
 
@@ -14,14 +15,14 @@ const LOCK_CLASS = 0x4c45;
 export const EventLockShared = defineStatement(
   'event_lock_shared',
   () =>
-    `SELECT pg_advisory_xact_lock_shared(${LOCK_CLASS}, hashtext($1::text || '/' || $2::text || '/' || $3::text))`,
+    `SELECT 1 AS locked FROM pg_advisory_xact_lock_shared(${LOCK_CLASS}, hashtext($1::text || '/' || $2::text || '/' || $3::text))`,
 );
 
 /** EventLockWait: the waiter's side: returns once no sender of (name $2, key $3) is in flight. */
 export const EventLockWait = defineStatement(
   'event_lock_wait',
   () =>
-    `SELECT pg_advisory_xact_lock(${LOCK_CLASS}, hashtext($1::text || '/' || $2::text || '/' || $3::text))`,
+    `SELECT 1 AS locked FROM pg_advisory_xact_lock(${LOCK_CLASS}, hashtext($1::text || '/' || $2::text || '/' || $3::text))`,
 );
 
 /**
@@ -148,6 +149,39 @@ export const WaitResolve = defineStatement(
          (SELECT greatest(0, extract(epoch FROM wake_at - now()) * 1000)::double precision FROM wait)
            AS remaining_ms`,
 );
+
+/**
+ * The event statements as SECURITY DEFINER functions: the worker waits (under its lease) and
+ * hands a waiting job back; the producer sends. Entries of FUNCTIONS (functions.ts).
+ */
+export const EVENT_FUNCTIONS = [
+  {
+    role: 'worker',
+    statement: WaitBegin,
+    args: 'bigint, bigint, bigint, text, text, integer, text, text, text, double precision',
+    returns: 'held boolean, recorded boolean',
+  },
+  {
+    role: 'worker',
+    statement: WaitResolve,
+    args: 'bigint, bigint, bigint, text, text, integer, double precision',
+    returns: 'held boolean, result jsonb, remaining_ms double precision',
+  },
+  { role: 'worker', statement: EventLockWait, args: 'text, text, text', returns: 'locked integer' },
+  {
+    role: 'worker',
+    statement: JobSnoozeWaitingMany,
+    args: 'bigint[], bigint[], bigint[], text[], text[], double precision[], text[], text',
+    returns: 'id bigint',
+  },
+  { role: 'producer', statement: EventLockShared, args: 'text, text, text', returns: 'locked integer' },
+  {
+    role: 'producer',
+    statement: EventSend,
+    args: 'text, text, jsonb, double precision, text',
+    returns: 'id text, woken integer, notified integer',
+  },
+] as const;
 
 function leaseValues(lease: FenceRef): unknown[] {
   return [lease.jobId, lease.token, lease.claimId, lease.owner, lease.queue];

@@ -12,7 +12,8 @@
  */
 import { MAX_ATTEMPTS_LIMIT, MAX_LEASE_MS } from '../config.js';
 import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../runtime/error-details.js';
-import { MAX_STEP_NAME, MAX_STEPS } from '../runtime/steps.js';
+import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../runtime/steps.js';
+import { MAX_EVENT_KEY } from '../runtime/wait-event.js';
 import { MAX_BATCH, MAX_ENQUEUE_MANY, MAX_PAYLOAD_BYTES_LIMIT, PRIORITY_LIMIT } from '../validation.js';
 import { quoteIdent } from './db.js';
 import { wakeupChannel } from './enqueue.js';
@@ -98,6 +99,36 @@ const insertOne: readonly ArgumentBound[] = [
   { arg: 6, kind: 'range', min: 1, max: MAX_ATTEMPTS_LIMIT },
 ];
 
+const eventName = (arg: number): ArgumentBound => ({ arg, kind: 'chars', min: 1, max: MAX_STEP_NAME });
+const eventKey = (arg: number): ArgumentBound => ({ arg, kind: 'chars', min: 1, max: MAX_EVENT_KEY });
+const schemaName = (arg: number): ArgumentBound => ({ arg, kind: 'chars', min: 1, max: 63 });
+/** Durable events (025): names and keys as the API bounds them, timeouts and retention at most a year. */
+const EVENT_BOUNDS: Record<string, readonly ArgumentBound[]> = {
+  wait_begin: [
+    owner(4),
+    queue(5),
+    { arg: 6, kind: 'range', min: 0, max: MAX_STEPS - 1 },
+    { arg: 7, kind: 'chars', min: 3, max: MAX_STEP_NAME + 10 },
+    eventName(8),
+    eventKey(9),
+    { arg: 10, kind: 'range', min: 0, max: MAX_SLEEP_MS },
+  ],
+  wait_resolve: [
+    owner(4),
+    queue(5),
+    { arg: 6, kind: 'range', min: 0, max: MAX_STEPS - 1 },
+    { arg: 7, kind: 'range', min: 0, max: MAX_SLEEP_MS },
+  ],
+  event_lock_wait: [schemaName(1), eventName(2), eventKey(3)],
+  event_lock_shared: [schemaName(1), eventName(2), eventKey(3)],
+  event_send: [
+    eventName(1),
+    eventKey(2),
+    { arg: 4, kind: 'range', min: 0, max: MAX_SLEEP_MS },
+    { arg: 5, kind: 'channel', channel: 'wakeup' },
+  ],
+};
+
 /** The bounds of each function, by its statement's label (every function has some). */
 export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>> = {
   claim_jobs: [queue(1), owner(2), { arg: 3, kind: 'range', min: 1, max: MAX_BATCH }, lease(4)],
@@ -157,6 +188,7 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
     { arg: 16, kind: 'channel', channel: 'wakeup' },
   ],
   snooze_jobs: [...fence, { arg: 6, kind: 'each-range', min: 0, max: MAX_DELAY_MS }],
+  snooze_waiting_jobs: [...fence, { arg: 6, kind: 'each-range', min: 0, max: MAX_DELAY_MS }],
   effect_begin: [
     owner(4),
     queue(5),
@@ -174,6 +206,7 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
     { arg: 7, kind: 'chars', min: 3, max: MAX_STEP_NAME + 10 },
     { arg: 8, kind: 'matches', pattern: '^(step|sleep)$', sample: 'step' },
   ],
+  ...EVENT_BOUNDS,
   record_refusal: [queue(1), owner(3)],
   recover_expired_leases: [
     { arg: 1, kind: 'range', min: 1, max: ANY_COUNT },

@@ -51,6 +51,7 @@ import {
 import { JobInsertDeduped } from './enqueue-dedupe.js';
 import { JobInsertKeyed, JobInsertKeyedFair } from './enqueue-keyed.js';
 import { JobInsertOrdered, JobInsertOrderedFair } from './enqueue-ordered.js';
+import { EVENT_FUNCTIONS } from './events.js';
 import { JobFailMany, JobSnoozeMany } from './fail.js';
 import { FlowInsert } from './flows.js';
 import { boundsCheck } from './function-bounds.js';
@@ -193,8 +194,9 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     args: 'bigint, bigint, bigint, text, text, text',
     returns: 'rearmed boolean',
   },
-  // Durable steps (024): a job's steps are read and written only under its lease (steps.ts).
+  // Durable steps (024) and events (025): written only under the job's lease (steps.ts, events.ts).
   ...STEP_FUNCTIONS,
+  ...EVENT_FUNCTIONS,
   { role: 'worker', statement: RefusalRecord, args: 'text, bigint, text, bigint', returns: null },
   {
     role: 'worker',

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type EventWaitResult, type JobContext, type Leasehold, ValidationError } from '../../src/index.js';
 import { migratedClient, testPool, waitFor } from '../support/db.js';
+import { roleClient } from '../support/roles.js';
 import { started } from '../support/worker.js';
 
 const noBackoff = { baseMs: 0, maxMs: 0 };
@@ -40,9 +41,9 @@ async function waitingOn(pool: Pool, schema: string, ids: string[]) {
 function waiter(lh: Leasehold, seen: Map<string, EventWaitResult[]>, timeoutMs = 3_600_000) {
   return lh.worker({
     queues: {
-      signup: async (job: JobContext<{ email: string }>) => {
+      signup: async (job: JobContext) => {
         const got = await job.waitForEvent<{ at: string }>('confirmed', {
-          key: job.payload.email,
+          key: (job.payload as { email: string }).email,
           timeoutMs,
         });
         seen.set(job.id, [...(seen.get(job.id) ?? []), got]);
@@ -193,6 +194,35 @@ describe('durable events', () => {
     expect(steps.rows).toEqual([{ name: 'confirmed#0', kind: 'wait', result: { timedOut: true } }]);
     const waits = await pool.query(`SELECT count(*)::int AS n FROM "${lh.schema}".job_waits`);
     expect(waits.rows[0].n).toBe(0);
+    await worker.stop();
+  });
+
+  it('under the producer and worker roles, the wait and the send go through their functions; neither may write the tables', async () => {
+    const owner = await migratedClient({ backoff: noBackoff });
+    const producer = await roleClient(owner.schema, 'producer');
+    const workerRole = await roleClient(owner.schema, 'worker', { backoff: noBackoff });
+    const pool = testPool();
+    const job = await producer.enqueue('signup', { email: 'role@example.com' });
+    const seen = new Map<string, EventWaitResult[]>();
+    const worker = waiter(workerRole, seen);
+    await started(worker);
+    await waitingOn(pool, owner.schema, [job.id]);
+    expect(
+      (await producer.sendEvent('confirmed', { key: 'role@example.com', payload: { at: 'one' } })).woken,
+    ).toBe(1);
+    await waitFor(async () => (await owner.getJob(job.id))?.status === 'succeeded', {
+      timeoutMs: 20_000,
+      what: 'woken',
+    });
+    expect(seen.get(job.id)).toEqual([{ timedOut: false, payload: { at: 'one' } }]);
+    for (const lh of [producer, workerRole]) {
+      await expect(
+        lh.pool.query(`INSERT INTO "${owner.schema}".job_events_sent (name, key) VALUES ('confirmed', 'x')`),
+      ).rejects.toThrow(/permission denied/);
+      await expect(lh.pool.query(`UPDATE "${owner.schema}".job_waits SET woken_at = now()`)).rejects.toThrow(
+        /permission denied/,
+      );
+    }
     await worker.stop();
   });
 
