@@ -56,6 +56,7 @@ describe('README examples', () => {
       'batch-handlers',
       'abort-reasons',
       'durable-steps',
+      'durable-events',
     ]);
   });
 
@@ -93,6 +94,8 @@ describe('README examples', () => {
         /^cancelled: clean up, no retry\naborted event: cancelled\nshutdown: it runs again later\naborted event: shutdown\ncancelled pending\n/,
       'durable-steps':
         /^result: acct-ada@example\.com attempts: 2\nruns: \{ account: 1, verification: 1, welcome: 1 \}\nsteps: create-account#0 send-verification#0 grace-period#0 send-welcome#0\n/,
+      'durable-events':
+        /^woken: 1\nada@example\.com: welcomed true via link\nbob@example\.com: welcomed false\n/,
       flows:
         /fetched (users|orders)\nfetched (users|orders)\nmerging users:succeeded orders:succeeded\nusers=succeeded orders=succeeded merge=succeeded/,
     };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type EventWaitResult, type JobContext, type Leasehold, ValidationError } from '../../src/index.js';
-import { migratedClient, testPool, waitFor } from '../support/db.js';
+import { runCliInProcess } from '../support/cli-inprocess.js';
+import { databaseUrl, migratedClient, testPool, waitFor } from '../support/db.js';
 import { roleClient } from '../support/roles.js';
 import { started } from '../support/worker.js';
 
@@ -194,6 +195,18 @@ describe('durable events', () => {
     expect(steps.rows).toEqual([{ name: 'confirmed#0', kind: 'wait', result: { timedOut: true } }]);
     const waits = await pool.query(`SELECT count(*)::int AS n FROM "${lh.schema}".job_waits`);
     expect(waits.rows[0].n).toBe(0);
+    // `leasehold jobs show` prints the wait with its timeout, never the payload.
+    const shown = await runCliInProcess([
+      'jobs',
+      'show',
+      job.id,
+      '--database-url',
+      databaseUrl(),
+      '--schema',
+      lh.schema,
+    ]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/step\s+1\s+\S+\s+1\s+wait confirmed#0 for its event until \S+/);
     await worker.stop();
   });
 

@@ -101,8 +101,11 @@ function describeEvent(event: JobEvent): string {
 
 // A durable step's event: its numbered name, a sleep's wake time (never its result: user data).
 function describeStep(detail: unknown): string {
-  const { step, kind, wakeAt } = (detail ?? {}) as { step?: unknown; kind?: unknown; wakeAt?: unknown };
+  const { step, kind, wakeAt, timeoutAt } = (detail ?? {}) as Record<string, unknown>;
   const name = typeof step === 'string' ? step : '?';
+  if (kind === 'wait') {
+    return `wait ${name} for its event${typeof timeoutAt === 'string' ? ` until ${formatTime(new Date(timeoutAt))}` : ''}`;
+  }
   if (kind !== 'sleep') return `step ${name} recorded`;
   return `sleep ${name}${typeof wakeAt === 'string' ? ` until ${formatTime(new Date(wakeAt))}` : ''}`;
 }

@@ -30,7 +30,9 @@ function eventDetail(e) {
       parts.push(
         e.detail.kind === 'sleep'
           ? `sleep ${e.detail.step} until ${e.detail.wakeAt}`
-          : `step ${e.detail.step} recorded`,
+          : e.detail.kind === 'wait'
+            ? `wait ${e.detail.step} for its event until ${e.detail.timeoutAt}`
+            : `step ${e.detail.step} recorded`,
       );
     }
     if (e.errorCode) parts.push(e.errorClass ? `${e.errorCode} (${e.errorClass})` : e.errorCode);
