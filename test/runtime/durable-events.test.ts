@@ -172,6 +172,51 @@ describe('durable events', () => {
     await worker.stop();
   });
 
+  it('a wait that begins while an event is being sent in an open transaction waits for its commit, then takes it', async () => {
+    const lh = await migratedClient({ backoff: noBackoff });
+    const pool = testPool();
+    const sender = await pool.connect();
+    try {
+      await sender.query('BEGIN');
+      // Sent before any job waits: it wakes nobody now, and its transaction stays open.
+      const sent = await lh.sendEvent(
+        'confirmed',
+        { key: 'race@example.com', payload: { at: 'commit' } },
+        { client: sender },
+      );
+      expect(sent.woken).toBe(0);
+      const job = await lh.enqueue('signup', { email: 'race@example.com' });
+      const seen = new Map<string, EventWaitResult[]>();
+      const worker = waiter(lh, seen);
+      const outcomes: string[] = [];
+      worker.on('outcome', (_job, outcome) => outcomes.push(outcome));
+      await started(worker);
+      // The wait is recorded, and the job, still running, waits for the sender to finish.
+      await waitFor(
+        async () => {
+          const { rows } = await pool.query(`SELECT 1 FROM "${lh.schema}".job_waits WHERE job_id = $1`, [
+            job.id,
+          ]);
+          return rows.length === 1;
+        },
+        { what: 'the wait recorded' },
+      );
+      expect((await lh.getJob(job.id))?.status).toBe('running');
+      await sender.query('COMMIT');
+      await waitFor(async () => (await lh.getJob(job.id))?.status === 'succeeded', {
+        timeoutMs: 20_000,
+        what: 'done',
+      });
+      // Not handed back for its hour-long timeout: the committed event was found at once.
+      expect(outcomes).toEqual(['completed']);
+      expect(seen.get(job.id)).toEqual([{ timedOut: false, payload: { at: 'commit' } }]);
+      await worker.stop();
+    } finally {
+      await sender.query('ROLLBACK').catch(() => undefined);
+      sender.release();
+    }
+  });
+
   it('a timeout resumes the job with { timedOut: true }, recorded, not thrown', async () => {
     const lh = await migratedClient({ backoff: noBackoff });
     const pool = testPool();
