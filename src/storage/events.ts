@@ -107,7 +107,7 @@ export const WaitBegin = defineStatement(
 /**
  * WaitResolve: wait step $6 -> ended, while the lease is current: with the first event of its
  * name and key sent at most $7 ms before the wait began (or after), else with a timeout once its
- * wake time passed; the job's wait row removed when it ends. Returns the step's result (null while
+ * wake time passed (or at once if its wait row is gone); the job's wait row removed when it ends. Returns the step's result (null while
  * it still waits) and the milliseconds to its timeout.
  */
 export const WaitResolve = defineStatement(
@@ -118,7 +118,8 @@ export const WaitResolve = defineStatement(
     SELECT st.wake_at, w.name, w.key, w.started_at
     FROM changed
     JOIN ${s}.job_steps AS st ON st.job_id = changed.id AND st.seq = $6 AND st.kind = 'wait' AND st.result IS NULL
-    JOIN ${s}.job_waits AS w ON w.job_id = changed.id AND w.seq = $6
+    -- Left: a wait whose row is gone (never expected) ends as timed out rather than waiting on.
+    LEFT JOIN ${s}.job_waits AS w ON w.job_id = changed.id AND w.seq = $6
   ),
   event AS (
     SELECT e.payload
@@ -132,7 +133,7 @@ export const WaitResolve = defineStatement(
     SELECT CASE
              WHEN EXISTS (SELECT 1 FROM event)
                THEN jsonb_build_object('timedOut', false, 'payload', (SELECT payload FROM event))
-             WHEN wait.wake_at <= now() THEN jsonb_build_object('timedOut', true)
+             WHEN wait.wake_at <= now() OR wait.name IS NULL THEN jsonb_build_object('timedOut', true)
            END AS result
     FROM wait
   ),
