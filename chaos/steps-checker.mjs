@@ -51,6 +51,7 @@ export async function checkSteps(db, steps, { leasehold = 'leasehold', ledger = 
                                       9223372036854775807)) AS after_claim_ended
       FROM rec AS r
     ),
+    step_counts AS (SELECT job_id, count(*) FILTER (WHERE kind = 'step') AS n FROM rec GROUP BY job_id),
     ended AS (
       SELECT w.job_id, f.id IS NOT NULL AS succeeded, j.status::text AS status
       FROM workflows AS w
@@ -70,8 +71,8 @@ export async function checkSteps(db, steps, { leasehold = 'leasehold', ledger = 
       (SELECT count(*) FROM rec AS r WHERE r.kind = 'step' AND EXISTS (
          SELECT 1 FROM ${l}.step_effects AS e
          WHERE e.job_id = r.job_id AND e.step = r.name AND e.token > r.lease_token))::int AS run_after_record,
-      (SELECT count(*) FROM ended AS n WHERE n.succeeded AND
-         (SELECT count(*) FROM rec AS r WHERE r.job_id = n.job_id AND r.kind = 'step') <> $1)::int AS incomplete,
+      (SELECT count(*) FROM ended AS n LEFT JOIN step_counts AS c ON c.job_id = n.job_id
+         WHERE n.succeeded AND coalesce(c.n, 0) <> $1)::int AS incomplete,
       (SELECT count(*) FILTER (WHERE never_ran OR after_later_claim OR after_claim_ended) FROM stale)::int AS stale_records,
       (SELECT count(*) FILTER (WHERE never_ran) FROM stale)::int AS stale_never_ran,
       (SELECT count(*) FILTER (WHERE after_later_claim) FROM stale)::int AS stale_after_later_claim,
