@@ -28,6 +28,7 @@ const concurrency = boundedFlag('bench:steps', values.concurrency, 'concurrency'
 // A pool that counts every statement its clients send (pool.query goes through a client too).
 function countingPool(connectionString) {
   const pool = new pg.Pool({ connectionString, max: 10 });
+  pool.on('error', () => {}); // the server's stop ends idle clients
   const counter = { statements: 0 };
   pool.on('connect', (client) => {
     const query = client.query.bind(client);
@@ -42,6 +43,7 @@ function countingPool(connectionString) {
 async function measure(connectionString, kind) {
   const schema = `bench_steps_${kind}_${process.pid}`;
   const admin = new Leasehold({ connectionString, schema, poolSize: 2 });
+  admin.pool.on('error', () => {});
   await admin.migrate();
   const { pool, counter } = countingPool(connectionString);
   const lh = new Leasehold({ pool, schema });
