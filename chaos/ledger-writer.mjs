@@ -56,6 +56,14 @@ export class LedgerWriter {
     );
   }
 
+  /** A step's side effect (the steps workload): one row per run of it, committed before it returns. */
+  async stepEffect(jobId, step, token, claimId, owner, value) {
+    await this.#pool.query(
+      'INSERT INTO chaos.step_effects (job_id, step, token, claim_id, owner, value) VALUES ($1, $2, $3, $4, $5, $6)',
+      [jobId, step, token, claimId, owner, value],
+    );
+  }
+
   /** Whether the downstream applied the effect of `key` (for reconciling an uncertain effect). */
   async downstreamApplied(key) {
     const { rows } = await this.#pool.query('SELECT 1 FROM chaos.downstream_applied WHERE key = $1', [key]);

@@ -28,6 +28,7 @@ import { seededRandom } from './rng.mjs';
 import { drain, reportProgress, saveRecords } from './run-records.mjs';
 import { createChaosSchema } from './schema.mjs';
 import { startServer } from './server.mjs';
+import { checkSteps, formatSteps, stepInvariants } from './steps-checker.mjs';
 import { ChaosWorker } from './workers.mjs';
 
 const options = parseOptions(process.argv.slice(2));
@@ -170,6 +171,7 @@ async function main() {
       maxAttempts: options.maxAttempts,
       counterPct: options.counterPct,
       flowPct: options.flowPct,
+      steps: options.steps,
       shouldStop: () => false,
       log,
     }).then((result) => {
@@ -239,9 +241,15 @@ async function main() {
       facts.batches = batchFacts(everyWorker);
       rules.push(...batchInvariants(facts.batches, Math.min(options.batchSize, options.concurrency)));
     }
+    // The steps workload (--steps): each recorded step ran its effect once, by a current lease.
+    if (options.steps > 0) {
+      facts.steps = await checkSteps(admin, options.steps);
+      rules.push(...stepInvariants(facts.steps));
+    }
     console.log('');
     console.log(formatReport(facts, rules, run));
     if (facts.limited) console.log(`\n${formatLimited(facts.limited)}`);
+    if (facts.steps) console.log(`\n${formatSteps(facts.steps)}`);
     console.log('');
     console.log(
       `Finished in ${Math.round((performance.now() - startedAt) / 1000)} s; load average at end (1/5/15 min): ${loadAverage()}`,

@@ -30,6 +30,8 @@ const INTEGER_FLAGS = {
   'flow-pct': [0, 0, 100],
   // The batch workload: the workers' `chaos` queue runs a batch handler of up to this many jobs (0: off).
   'batch-size': [0, 0, 200],
+  // The steps workload: every produced job is a workflow of this many durable steps (0: off).
+  steps: [0, 0, 50],
 };
 
 const USAGE = `Usage: npm run chaos -- [flags]
@@ -51,7 +53,12 @@ the checker then also proves every child ran after all its parents succeeded.
 --batch-size N serves the workers' queue with a batch handler of up to N jobs (at most
 --concurrency): each job's work runs side by side in one call, a job whose run failed is settled
 alone (job.fail), the counter bumps of a batch commit in one job.transaction with every completion
-of the batch, and the rest complete together; every invariant is judged as for single handlers. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
+of the batch, and the rest complete together; every invariant is judged as for single handlers.
+--steps N makes every produced job a workflow of N durable steps (job.step), half of them with a
+short job.sleep halfway, each step's side effect written to the ledger with the claim that ran it
+and the value the step records: the checker then proves each recorded step's value is in exactly one
+effect run (by the recording claim), no later claim ran a recorded step again, every succeeded
+workflow recorded all its steps, and no step or sleep was recorded by a stale lease. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
 
 /** Parses argv (without node and script) into options; exits with usage on a bad flag. */
 export function parseOptions(argv) {
@@ -87,6 +94,9 @@ export function parseOptions(argv) {
   }
   const flagError = readIntegerFlags(INTEGER_FLAGS, values, options);
   if (flagError) fail(flagError);
+  if (options.steps > 0 && (options.batchSize > 0 || options.flowPct > 0)) {
+    fail('--steps runs workflows alone: not with --batch-size (a batch refuses job.sleep) or --flow-pct');
+  }
   if (options.faults.has('skew') && options.workers < 3) fail('--faults skew needs --workers 3 or more');
   return options;
 }

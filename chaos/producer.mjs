@@ -4,12 +4,17 @@
 // with a typed Leasehold error, and no call may hang.
 import { isLeaseholdError } from '../dist/index.js';
 import { enqueueFlowJobs, makeFlow } from './flows-producer.mjs';
+import { makeWorkflow } from './steps-workload.mjs';
 
 const TICK_MS = 50;
 const MAX_BATCH = 200;
 
-/** The job mix: which queue, mode, delay and work time a job gets. */
-export function makeJob(rng, counterPct = 0) {
+/** The job mix: which queue, mode, delay and work time a job gets (with `steps`, every job is a workflow). */
+export function makeJob(rng, counterPct = 0, steps = 0) {
+  if (steps > 0) {
+    const delayMs = rng() < 0.03 ? 500 + Math.floor(rng() * 2500) : 0;
+    return { queue: 'chaos', payload: makeWorkflow(rng, steps), delayMs };
+  }
   const roll = rng();
   const workMs = rng() < 0.9 ? 2 + Math.floor(rng() * 18) : 100 + Math.floor(rng() * 300);
   // Jobs completed by hand run longer, so that a paused claimer is often caught inside one.
@@ -32,6 +37,7 @@ export async function produce({
   log,
   counterPct = 0,
   flowPct = 0,
+  steps = 0,
 }) {
   const acked = []; // { id, queue, mode, delayMs, ackedAt }
   const errors = { total: 0, untyped: 0, samples: [] };
@@ -49,7 +55,7 @@ export async function produce({
         made += flow.length;
         continue;
       }
-      pending.push(makeJob(rng, counterPct));
+      pending.push(makeJob(rng, counterPct, steps));
       made++;
     }
     if (pendingFlows.length > 0) {

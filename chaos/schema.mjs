@@ -62,6 +62,14 @@ export async function createChaosSchema(db) {
       seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL,
       ended_at timestamptz NOT NULL DEFAULT clock_timestamp()
     );
+    -- The steps workload (--steps, steps-checker.mjs): each run of a step's side effect, committed
+    -- before the step's value is returned to job.step (so before the step can be recorded), with
+    -- the claim that ran it and the value the step then returns (unique per run).
+    CREATE TABLE chaos.step_effects (
+      job_id bigint NOT NULL, step text NOT NULL, token bigint NOT NULL, claim_id text, owner text NOT NULL,
+      value text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX ON chaos.step_effects (job_id, step);
     CREATE INDEX ON chaos.runs (job_id, token);
     CREATE INDEX ON chaos.run_ends (job_id, token);
     CREATE INDEX ON chaos.acks (job_id);

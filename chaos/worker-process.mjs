@@ -16,8 +16,9 @@
 // the same lease settings: the many-hosts harness gives it to one host only, so that the jobs it
 // enqueues there (long ones, which must renew) run on that host and nowhere else.
 import pg from 'pg';
-import { DEFAULT_LEASE_MS, Leasehold, RetryableError } from '../dist/index.js';
+import { DEFAULT_LEASE_MS, Leasehold, RetryableError, SnoozeError } from '../dist/index.js';
 import { LedgerWriter } from './ledger-writer.mjs';
+import { runSteps } from './steps-workload.mjs';
 
 const STATUS_EVERY_MS = 50;
 const ORPHAN_EXIT_MS = 10_000;
@@ -233,6 +234,8 @@ async function runHandler(job, queue = 'chaos', batched = false) {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
       outcome = 'blocked';
     }
+    // A workflow (--steps): its steps, each effect in the ledger; a sleep hands the job back.
+    if (job.payload.mode === 'steps') return await runSteps(job, { ledger, owner, claimId });
     await sleep(job.payload.workMs, job.signal);
     // A handler that honours its lease: no downstream call once the lease is gone.
     if (!(await job.progress())) throw new Error('the lease was lost before the downstream call');
@@ -268,6 +271,11 @@ async function runHandler(job, queue = 'chaos', batched = false) {
       );
     }
   } catch (err) {
+    // A workflow's durable sleep: handed back as thrown (no attempt spent), not a failed run.
+    if (err instanceof SnoozeError) {
+      outcome = outcome === 'blocked' ? 'blocked-slept' : 'slept';
+      throw err;
+    }
     outcome = outcome === 'blocked' ? 'blocked-threw' : 'threw';
     // Nothing here fails for a logical reason: a lost lease (nothing more is sent for it), or the
     // database going away, which is worth retrying with the full attempt budget.

@@ -94,6 +94,7 @@ export type {
   QueueStats,
   RefusalStat,
   StatsOptions,
+  StepStat,
   TransitionStat,
 } from './operations/stats.js';
 export type { ThrottleStats } from './operations/throttle-stats.js';

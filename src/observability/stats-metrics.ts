@@ -173,6 +173,17 @@ export function createStatsMetrics(
       }
     },
   });
+  new Gauge<'queue' | 'kind'>({
+    name: 'leasehold_queue_steps_in_window',
+    help: 'Durable steps (kind step) and sleeps (kind sleep) recorded within the stats window',
+    labelNames: ['queue', 'kind'],
+    registers,
+    async collect() {
+      const stats = await readOrNull();
+      this.reset();
+      for (const t of stats?.steps ?? []) this.set({ queue: t.queue, kind: t.kind }, t.count);
+    },
+  });
   new Gauge({
     name: 'leasehold_stats_window_seconds',
     help: 'Width of the window of the *_in_window gauges',

@@ -77,6 +77,14 @@ export interface TransitionStat {
   count: number;
 }
 
+/** Durable steps (`job.step`) or sleeps (`job.sleep`) of one queue recorded within the window. */
+export interface StepStat {
+  queue: string;
+  /** 'step' (a step's result recorded) or 'sleep' (a wake time recorded). */
+  kind: string;
+  count: number;
+}
+
 /** What `stats()` returns: one consistent snapshot. */
 export interface LeaseholdStats {
   at: Date;
@@ -84,6 +92,11 @@ export interface LeaseholdStats {
   queues: QueueStats[];
   refusals: RefusalStat[];
   transitions: TransitionStat[];
+  /**
+   * Durable steps and sleeps recorded within the window, per queue (a refused step write is in
+   * `refusals`, operation 'step'; a step that threw, in `transitions` as its attempt's retry or death).
+   */
+  steps: StepStat[];
   /** True when the window held more events or completions than `maxWindowRows`: counts are lower bounds. */
   windowTruncated: boolean;
 }
@@ -167,12 +180,12 @@ export async function readStats(
         operation: row.operation,
         count: row.refused_count,
       })),
-      transitions: events.map((row) => ({
-        queue: row.queue_name,
-        kind: row.kind,
-        errorCode: row.error_code,
-        count: row.n,
-      })),
+      transitions: events
+        .filter((row) => row.kind !== 'step')
+        .map((row) => ({ queue: row.queue_name, kind: row.kind, errorCode: row.error_code, count: row.n })),
+      steps: events
+        .filter((row) => row.kind === 'step')
+        .map((row) => ({ queue: row.queue_name, kind: row.step_kind, count: row.n })),
       windowTruncated:
         (events[0]?.examined ?? 0) >= bounds.maxWindowRows || finishedTotal >= bounds.maxWindowRows,
     };

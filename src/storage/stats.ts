@@ -120,7 +120,8 @@ const RefusalCountRead = defineStatement(
 
 /**
  * JobEventWindowRead: recent transitions by queue, kind and error code: lease expirations (from the
- * recovery sweep), retries and deaths within the last $1 ms. job_events has no index on time, so it
+ * recovery sweep), retries and deaths within the last $1 ms, and the durable steps recorded
+ * (`step` events, by `step_kind`: 'step' or 'sleep'). job_events has no index on time, so it
  * reads the newest $2 events backwards through the primary key (ids follow insertion order) and
  * stops there: `examined` equal to $2 means the window held more events than were counted.
  */
@@ -128,18 +129,18 @@ const JobEventWindowRead = defineStatement(
   'read_event_window',
   (s) => `
   WITH recent AS (
-    SELECT queue_name, kind, error_code, at
+    SELECT queue_name, kind, error_code, at, CASE WHEN kind = 'step' THEN detail->>'kind' END AS step_kind
     FROM ${s}.job_events
     ORDER BY id DESC
     LIMIT $2
   )
-  SELECT queue_name, kind, coalesce(error_code, '') AS error_code, count(*)::int AS n,
-         (SELECT count(*)::int FROM recent) AS examined
+  SELECT queue_name, kind, coalesce(error_code, '') AS error_code, coalesce(step_kind, '') AS step_kind,
+         count(*)::int AS n, (SELECT count(*)::int FROM recent) AS examined
   FROM recent
   WHERE at >= now() - $1::double precision * interval '1 millisecond'
-    AND kind IN ('lease_expired', 'retried', 'dead')
-  GROUP BY queue_name, kind, error_code
-  ORDER BY queue_name, kind, error_code`,
+    AND kind IN ('lease_expired', 'retried', 'dead', 'step')
+  GROUP BY queue_name, kind, error_code, step_kind
+  ORDER BY queue_name, kind, error_code, step_kind`,
 );
 
 /**
@@ -200,12 +201,14 @@ export function readRefusalCounts(
   return run(db, RefusalCountRead(schema), []);
 }
 
-/** Reads recent transition counts from the audit trail. */
+/** Reads recent transition and recorded-step counts from the audit trail. */
 export function readEventWindow(
   db: Queryable,
   schema: string,
   bounds: StatsBounds,
-): Promise<{ queue_name: string; kind: string; error_code: string; n: number; examined: number }[]> {
+): Promise<
+  { queue_name: string; kind: string; error_code: string; step_kind: string; n: number; examined: number }[]
+> {
   return run(db, JobEventWindowRead(schema), [bounds.windowMs, bounds.maxWindowRows]);
 }
 
