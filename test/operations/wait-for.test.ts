@@ -25,7 +25,7 @@ import {
 } from '../support/db.js';
 import { rejection } from '../support/hostile.js';
 import { roleClient } from '../support/roles.js';
-import { started } from '../support/worker.js';
+import { deferred, started } from '../support/worker.js';
 
 // A client of its own on the server itself, LISTENing on a schema's finished channel.
 async function listenFinished(schema: string): Promise<{ ids: string[]; end: () => Promise<void> }> {
@@ -42,12 +42,33 @@ describe('lh.waitFor', () => {
     const lh = await migratedClient(listenOptions());
     const heard = await listenFinished(lh.schema);
     try {
-      await started(lh.worker({ queues: { work: async (job) => ({ echo: job.payload }) } }));
+      // The waited job's handler finishes only once the wait has marked it: a completion before
+      // the mark rightly notifies nothing (waitFor then reads the ended job), which a loaded
+      // machine did once, and the notification this test listens for never came.
+      const marked = deferred();
+      await started(
+        lh.worker({
+          queues: {
+            work: async (job) => {
+              if ((job.payload as { n: number }).n === 1) await marked.promise;
+              return { echo: job.payload };
+            },
+          },
+        }),
+      );
       // A job nobody waits for: its completion notifies nothing.
       const { id: unwatched } = await lh.enqueue('work', { n: 0 });
       await waitFor(async () => (await lh.getJob(unwatched))?.status === 'succeeded');
       const { id } = await lh.enqueue('work', { n: 1 });
-      expect(await lh.waitFor(id)).toEqual({ id, status: 'succeeded', result: { echo: { n: 1 } } });
+      const waiting = lh.waitFor(id);
+      await waitFor(
+        async () =>
+          (await testPool().query(`SELECT notify_on_finish FROM "${lh.schema}".jobs WHERE id = $1`, [id]))
+            .rows[0]?.notify_on_finish === true,
+        { what: 'the wait to mark the job' },
+      );
+      marked.resolve();
+      expect(await waiting).toEqual({ id, status: 'succeeded', result: { echo: { n: 1 } } });
       // Notifications arrive in commit order: had the first completion notified, it would be here.
       await waitFor(() => heard.ids.includes(id), { what: "the waited job's notification" });
       expect(heard.ids).not.toContain(unwatched);
