@@ -65,6 +65,7 @@ export function createLeaseholdPool(settings: PoolSettings): LeaseholdPool {
     ...common,
     max: settings.max,
     application_name: 'leasehold',
+    types: LEASEHOLD_TYPES,
     Client: LeaseholdClient as unknown as typeof pg.Client,
     leasehold: {
       locator,
@@ -85,6 +86,25 @@ export function createLeaseholdPool(settings: PoolSettings): LeaseholdPool {
   }
   return { pool, watch, listen: routedListenConnection(common, locator) };
 }
+
+const INT8_OID = 20;
+const keepText = (value: string): string => value;
+// node-postgres' own int8 parser, unless an app replaced it before this module loaded.
+const PG_INT8_PARSER = pg.types.getTypeParser(INT8_OID, 'text');
+const PG_INT8_IS_DEFAULT = PG_INT8_PARSER.name === 'parseBigInteger';
+
+/**
+ * node-postgres' type parsers, as the app has them, except that its default bigint (int8) parser
+ * is replaced by one that keeps the text as it comes: the same strings, without the regular
+ * expression the default tests each value with first (three int8 columns per claimed row: id,
+ * token, claim id). An app's own int8 parser (`pg.types.setTypeParser(20, ...)`) is kept.
+ */
+const LEASEHOLD_TYPES = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+    const parser = pg.types.getTypeParser(oid, format as 'text');
+    return oid === INT8_OID && PG_INT8_IS_DEFAULT && parser === PG_INT8_PARSER ? keepText : parser;
+  }) as typeof pg.types.getTypeParser,
+};
 
 /** The listen connection for settings of its own (`listenConnectionString`): routed like a pool. */
 export function listenConnectionFor(settings: PoolSettings): ListenConnection {

@@ -24,6 +24,21 @@ export function loadOtel(): Promise<OtelApi | null> {
   return loading;
 }
 
+let noopProvider: unknown;
+
+/**
+ * True while no OpenTelemetry SDK is registered: the global tracer provider is still the API's
+ * proxy with its no-op delegate, so every span would be a non-recording one and nothing would
+ * read the context a span is put in. Checked per call (an SDK may be registered later); it spares
+ * a no-op job the span, its attributes and the context it would run in.
+ */
+function tracingInactive(otel: OtelApi): boolean {
+  const provider = otel.trace.getTracerProvider();
+  if (!(provider instanceof otel.ProxyTracerProvider)) return false;
+  noopProvider ??= new otel.ProxyTracerProvider().getDelegate();
+  return provider.getDelegate() === noopProvider;
+}
+
 /** W3C traceparent of a recording span with a valid context, or null. */
 function traceparentOf(otel: OtelApi, span: Span): string | null {
   if (!span.isRecording()) return null;
@@ -45,7 +60,7 @@ export async function traceEnqueue<T>(
   createdIds: (result: T) => readonly string[],
 ): Promise<T> {
   const otel = loaded ?? (await loadOtel());
-  if (!otel) return enqueue();
+  if (!otel || tracingInactive(otel)) return enqueue();
   const span = otel.trace.getTracer(TRACER_NAME).startSpan('leasehold.enqueue', {
     kind: otel.SpanKind.PRODUCER,
     attributes: {
@@ -78,7 +93,7 @@ export async function traceClaim<R extends { id: string }>(
   claim: () => Promise<R[]>,
 ): Promise<{ rows: R[]; traceparents: Map<string, string> | null }> {
   const otel = loaded;
-  if (!otel) return { rows: await claim(), traceparents: null };
+  if (!otel || tracingInactive(otel)) return { rows: await claim(), traceparents: null };
   const span = otel.trace.getTracer(TRACER_NAME).startSpan('leasehold.claim', {
     kind: otel.SpanKind.CLIENT,
     attributes: { 'messaging.system': 'leasehold', 'messaging.destination.name': target.queue },
@@ -108,13 +123,24 @@ export async function traceClaim<R extends { id: string }>(
  * (from `traceparent`), so the handler's own spans join the producer's trace. Without
  * OpenTelemetry, runs it as is. Resolves to the handler's value (the job's result).
  */
-export async function traceHandler(
-  job: { id: string; queue: string; attempt: number },
+export function traceHandler<J extends { id: string; queue: string; attempt: number }>(
+  job: J,
   traceparent: string | undefined,
-  handler: () => Promise<unknown> | unknown,
-): Promise<unknown> {
+  handler: (job: J) => Promise<unknown> | unknown,
+): Promise<unknown> | unknown {
   const otel = loaded;
-  if (!otel) return handler();
+  // A traceparent from the enqueue is still handed on without an SDK here (a no-op span carries it).
+  // Without either, the handler is called as is: no span, no context, no closure, no extra promise.
+  if (!otel || (traceparent === undefined && tracingInactive(otel))) return handler(job);
+  return handlerInSpan(otel, job, traceparent, handler);
+}
+
+async function handlerInSpan<J extends { id: string; queue: string; attempt: number }>(
+  otel: OtelApi,
+  job: J,
+  traceparent: string | undefined,
+  handler: (job: J) => Promise<unknown> | unknown,
+): Promise<unknown> {
   let parent = otel.context.active();
   const match = traceparent ? TRACEPARENT.exec(traceparent) : null;
   if (match) {
@@ -140,7 +166,7 @@ export async function traceHandler(
     parent,
   );
   try {
-    return await otel.context.with(otel.trace.setSpan(parent, span), handler);
+    return await otel.context.with(otel.trace.setSpan(parent, span), () => handler(job));
   } catch (err) {
     // The error's code only: its message may quote the payload.
     span.setStatus({ code: otel.SpanStatusCode.ERROR, message: errorCode(err) });

@@ -22,28 +22,39 @@ export class BatchItem extends ActiveJob implements BatchJobContext {
   /** The jobs of its batch, as its handler got them, and where their transaction runs (set as the batch starts). */
   #batch: { jobs: readonly BatchItem[]; store: EffectStore } | null = null;
 
+  #transaction: JobTransaction | null = null;
+
   /**
    * In a batch, one transaction for the whole batch: `fn`'s writes and the completions of every job
    * of the batch not yet settled, all accepted and committed or none (see batch-transaction.ts).
    */
-  override readonly transaction = (async (fn: (tx: unknown) => unknown, options?: never) => {
-    if (this.#batch === null) {
-      throw new LeaseholdError('JOB_STATE', `job ${this.id} is not in a running batch`);
-    }
-    const { jobs, store } = this.#batch;
-    // Loaded on first use: a batch that never opens a transaction does not load it.
-    const { runBatchTransaction } = await import('./batch-transaction.js');
-    return runBatchTransaction(jobs, store, fn, options);
-  }) as JobTransaction;
+  override get transaction(): JobTransaction {
+    this.#transaction ??= (async (fn: (tx: unknown) => unknown, options?: never) => {
+      if (this.#batch === null) {
+        throw new LeaseholdError('JOB_STATE', `job ${this.id} is not in a running batch`);
+      }
+      const { jobs, store } = this.#batch;
+      // Loaded on first use: a batch that never opens a transaction does not load it.
+      const { runBatchTransaction } = await import('./batch-transaction.js');
+      return runBatchTransaction(jobs, store, fn, options);
+    }) as JobTransaction;
+    return this.#transaction;
+  }
 
   /**
    * Durable sleeps are for one-job handlers: a batch handler's thrown snooze would hand back every
    * job of its batch. Refused, so that it cannot; `job.step` works per item.
    */
-  override readonly sleep = (): Promise<void> => Promise.reject(noBatchSleep());
-  override readonly sleepUntil = (): Promise<void> => Promise.reject(noBatchSleep());
+  override get sleep(): (name: string, ms: number) => Promise<void> {
+    return refuseInBatch;
+  }
+  override get sleepUntil(): (name: string, at: Date) => Promise<void> {
+    return refuseInBatch;
+  }
   /** Refused in a batch for the same reason as `sleep`: a wait hands its job back. */
-  override readonly waitForEvent = <P>(): Promise<EventWaitResult<P>> => Promise.reject(noBatchSleep());
+  override get waitForEvent(): <P>() => Promise<EventWaitResult<P>> {
+    return refuseInBatch;
+  }
 
   /** Joins the batch its handler is about to get. */
   joinBatch(jobs: readonly BatchItem[], store: EffectStore): void {
@@ -87,4 +98,9 @@ function noBatchSleep(): ValidationError {
     'sleep',
     'job.sleep is not available in a batch handler (it would hand back the whole batch)',
   );
+}
+
+// What a batch item's sleep, sleepUntil and waitForEvent do: refuse (see BatchItem).
+function refuseInBatch(): Promise<never> {
+  return Promise.reject(noBatchSleep());
 }

@@ -1,9 +1,10 @@
 import type pg from 'pg';
-import { LeaseholdError, LeaseLostError, ValidationError } from '../errors.js';
+import { ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
 import { readParents } from '../storage/flow-read.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
+import { type AbortReason, abortError } from './abort-error.js';
 import { type EffectSpec, runEffect } from './effects.js';
 import { SnoozeError } from './job-errors.js';
 import { type OutputLimits, progressText } from './job-output.js';
@@ -45,12 +46,7 @@ export interface JobParent {
   result: unknown;
 }
 
-/**
- * Why a running job's signal was aborted: `cancelled` (an operator's or API cancel of the running
- * job), `lease-lost` (an extension was refused: the lease was taken over), `lease-deadline` (not
- * renewed in time), `max-runtime`, `shutdown` (the worker stopped past its grace period).
- */
-export type AbortReason = 'cancelled' | 'lease-lost' | 'lease-deadline' | 'max-runtime' | 'shutdown';
+export type { AbortReason } from './abort-error.js';
 
 /** What a handler sees of the job it runs; `Payload` is a task's payload type (see `defineTask`). */
 export interface JobContext<Payload = unknown> {
@@ -124,6 +120,9 @@ export interface JobContext<Payload = unknown> {
   /** This job's parents in its flow (ids, statuses, results), read in one query when called; [] outside a flow. */
   parents(): Promise<JobParent[]>;
 }
+
+/** The handler's tools of a job context, as ActiveJob makes them on first use. */
+type JobTools = Pick<JobContext, 'effect' | 'step' | 'sleep' | 'sleepUntil' | 'waitForEvent' | 'transaction'>;
 
 /** The `with` of `job.transaction`'s options, checked: an adapter from leasehold/kysely, /knex... */
 export function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
@@ -215,17 +214,15 @@ export class ActiveJob implements JobContext {
   /** The outcome `job.transaction` settled; the worker counts it instead of completing. */
   ownOutcome: 'completed' | 'lost' | null = null;
 
-  // An own property rather than a method, so the context spreads like the plain data it is.
-  readonly effect: <T>(name: string, spec: EffectSpec<T>) => Promise<T>;
-  readonly step: <T>(name: string, fn: () => Promise<T> | T) => Promise<T>;
-  readonly sleep: (name: string, ms: number) => Promise<void>;
-  readonly sleepUntil: (name: string, at: Date) => Promise<void>;
-  readonly waitForEvent: <P = unknown>(
-    name: string,
-    options: WaitForEventOptions,
-  ) => Promise<EventWaitResult<P>>;
-  readonly transaction: JobTransaction;
   readonly #maxProgressBytes: number;
+  /**
+   * The handler's tools (effect, step, sleep, waitForEvent, transaction), made on first use and
+   * kept: a plain job that calls none of them allocates none of their closures.
+   */
+  #tools: Partial<JobTools> | null = null;
+  // Made on the first step call: a job that calls none reads and writes nothing for steps.
+  #steps: StepRun | null = null;
+  #ownPool: TransactionAdapter<pg.PoolClient> | null = null;
 
   constructor(
     lease: Lease,
@@ -251,54 +248,94 @@ export class ActiveJob implements JobContext {
     this.deadline = claimSentAt + leaseMs - margin;
     this.runtimeLimitAt = this.startedAt + maxRuntimeMs;
     this.#maxProgressBytes = store.maxProgressBytes;
-    const job = this;
-    this.effect = (name, spec) =>
-      runEffect(
-        {
-          db: store.db,
-          schema: store.schema,
-          lease: this.lease,
-          idempotencyKey: this.idempotencyKey,
-          get holdsLease() {
-            return job.holdsLease;
+  }
+
+  // Each tool is a getter returning the same function on every read, bound to this run, so that
+  // `const { step } = job` works as well as `job.step(...)`.
+  #tool<K extends keyof JobTools>(name: K, make: () => JobTools[K]): JobTools[K] {
+    this.#tools ??= {};
+    this.#tools[name] ??= make();
+    return this.#tools[name] as JobTools[K];
+  }
+
+  get effect(): JobTools['effect'] {
+    return this.#tool('effect', () => {
+      const job = this;
+      const store = this.#store;
+      return (name, spec) =>
+        runEffect(
+          {
+            db: store.db,
+            schema: store.schema,
+            lease: job.lease,
+            idempotencyKey: job.idempotencyKey,
+            get holdsLease() {
+              return job.holdsLease;
+            },
+            lostLease: () => job.abort('lease-lost'),
           },
-          lostLease: () => this.abort('lease-lost'),
-        },
-        name,
-        spec,
-      );
-    // Made on the first step call: a job that calls none reads and writes nothing for steps.
-    let steps: StepRun | null = null;
-    const stepRun = () =>
-      (steps ??= new StepRun({
-        db: store.db,
-        schema: store.schema,
-        lease: this.lease,
-        maxResultBytes: store.maxResultBytes,
-        get holdsLease() {
-          return job.holdsLease;
-        },
-        lostLease: () => this.abort('lease-lost'),
-      }));
-    this.step = (name, fn, ...options: unknown[]) => stepRun().step(name, fn, options[0]);
-    this.sleep = async (name, ms) => stepRun().sleep(name, { ms: sleepMs(ms) });
-    this.sleepUntil = async (name, at) => stepRun().sleep(name, { at: sleepUntilDate(at) });
-    this.waitForEvent = async <P>(name: string, options: WaitForEventOptions) => {
+          name,
+          spec,
+        );
+    });
+  }
+
+  #stepRun(): StepRun {
+    const job = this;
+    const store = this.#store;
+    this.#steps ??= new StepRun({
+      db: store.db,
+      schema: store.schema,
+      lease: this.lease,
+      maxResultBytes: store.maxResultBytes,
+      get holdsLease() {
+        return job.holdsLease;
+      },
+      lostLease: () => job.abort('lease-lost'),
+    });
+    return this.#steps;
+  }
+
+  get step(): JobTools['step'] {
+    return this.#tool(
+      'step',
+      () =>
+        (name, fn, ...options: unknown[]) =>
+          this.#stepRun().step(name, fn, options[0]),
+    );
+  }
+
+  get sleep(): JobTools['sleep'] {
+    return this.#tool('sleep', () => async (name, ms) => this.#stepRun().sleep(name, { ms: sleepMs(ms) }));
+  }
+
+  get sleepUntil(): JobTools['sleepUntil'] {
+    return this.#tool(
+      'sleepUntil',
+      () => async (name, at) => this.#stepRun().sleep(name, { at: sleepUntilDate(at) }),
+    );
+  }
+
+  get waitForEvent(): JobTools['waitForEvent'] {
+    return this.#tool('waitForEvent', () => async <P>(name: string, options: WaitForEventOptions) => {
       const { key, timeoutMs } = waitOptions(options);
-      const ended = await stepRun().waitForEvent(eventName(name), key, timeoutMs, EVENT_RETENTION_MS);
+      const ended = await this.#stepRun().waitForEvent(eventName(name), key, timeoutMs, EVENT_RETENTION_MS);
       return ended as EventWaitResult<P>;
-    };
-    let ownPool: TransactionAdapter<pg.PoolClient> | null = null;
-    this.transaction = (async <Tx, T>(
-      fn: (tx: Tx) => Promise<T> | T,
-      options?: JobTransactionOptions<Tx>,
-    ) => {
-      ownPool ??= poolTransactions(store.pool);
-      const adapter = (
-        options === undefined ? ownPool : transactionAdapter(options)
-      ) as TransactionAdapter<Tx>;
-      return runJobTransaction(this, store, fn, adapter);
-    }) as JobTransaction;
+    });
+  }
+
+  get transaction(): JobTransaction {
+    return this.#tool(
+      'transaction',
+      () =>
+        (async <Tx, T>(fn: (tx: Tx) => Promise<T> | T, options?: JobTransactionOptions<Tx>) => {
+          this.#ownPool ??= poolTransactions(this.#store.pool);
+          const adapter = (
+            options === undefined ? this.#ownPool : transactionAdapter(options)
+          ) as TransactionAdapter<Tx>;
+          return runJobTransaction(this, this.#store, fn, adapter);
+        }) as JobTransaction,
+    );
   }
 
   get signal(): AbortSignal {
@@ -350,23 +387,4 @@ export class ActiveJob implements JobContext {
   #abortError(): Error {
     return abortError(this.id, this.abortReason ?? 'lease-lost');
   }
-}
-
-/** The `signal.reason` of a run aborted for `reason`: its code says a cancel, a shutdown, or a lost lease. */
-export function abortError(jobId: string, reason: AbortReason): Error {
-  if (reason === 'cancelled')
-    return new LeaseholdError('CANCELLED', `job ${jobId} was cancelled while it ran`);
-  if (reason === 'shutdown') {
-    return new LeaseholdError(
-      'SHUTDOWN',
-      `job ${jobId} was stopped at shutdown and handed back to run again`,
-    );
-  }
-  const why =
-    reason === 'max-runtime'
-      ? 'it ran past its maximum runtime and was recorded as a retryable time-out'
-      : reason === 'lease-deadline'
-        ? 'its lease was not renewed in time'
-        : 'its lease was taken over (an extension was refused)';
-  return new LeaseLostError(`job ${jobId} was stopped (${reason}): ${why}`);
 }

@@ -36,14 +36,16 @@ export interface RunQueue {
 export async function runOne(host: RunHost, job: ActiveJob, q: RunQueue): Promise<void> {
   const { config } = q;
   let outcome: Promise<OutcomeResult> | null;
-  const detail: OutcomeDetail = {};
+  // Made only for a failure (its error code): a completed job's outcome carries no detail.
+  let detail: OutcomeDetail | undefined;
   try {
     if (config.schema !== null) await applyTaskSchema(job, config.schema); // tasks with a schema only
     const handler = config.handler as (job: ActiveJob) => Promise<unknown>;
-    const value = await traceHandler(job, host.takeTraceparent(job.id), () => handler(job));
+    const value = await traceHandler(job, host.takeTraceparent(job.id), handler);
     const completion = completionOf(job, value, host.maxResultBytes);
     outcome = reportOutcome(host, job, () => host.batcher.complete(completion));
   } catch (err) {
+    detail = {};
     outcome = failOutcome(host, job, config, err, detail);
   }
   job.settled = true;

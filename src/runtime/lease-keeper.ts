@@ -32,7 +32,8 @@ export interface LeaseKeeperEvents {
 export class LeaseKeeper {
   // Keyed by run, not job id: a job reclaimed by this same worker while its earlier, fenced-out run
   // still hangs has two runs here, and the earlier one must still be aborted at its deadline.
-  readonly #jobs = new Map<ActiveJob, { job: ActiveJob; queue: ResolvedQueue }>();
+  // The value is the run's queue options, not a wrapper object: one object less per job.
+  readonly #jobs = new Map<ActiveJob, ResolvedQueue>();
   readonly #tickMs: number;
   #timer: NodeJS.Timeout | null = null;
   #renewing = false;
@@ -57,7 +58,7 @@ export class LeaseKeeper {
 
   /** Starts watching a job. */
   track(job: ActiveJob, queue: ResolvedQueue): void {
-    this.#jobs.set(job, { job, queue });
+    this.#jobs.set(job, queue);
     if (!this.#timer) {
       this.#lastTickAt = performance.now();
       this.#lastTickLateMs = 0;
@@ -93,8 +94,7 @@ export class LeaseKeeper {
     this.#lastTickLateMs = Math.max(0, now - this.#lastTickAt - this.#tickMs);
     this.#lastTickAt = now;
     const due: { job: ActiveJob; queue: ResolvedQueue }[] = [];
-    for (const entry of this.#jobs.values()) {
-      const { job, queue } = entry;
+    for (const [job, queue] of this.#jobs) {
       if (job.abortReason !== null) {
         if (!job.settled && !job.stuckReported && now - job.deadline > queue.leaseMs) {
           job.stuckReported = true;
@@ -113,7 +113,7 @@ export class LeaseKeeper {
             (queue.renew === 'alive' || job.progressed || job.transacting)) ||
           (job.progressDetail !== null && sinceRenewal >= Math.min(PROGRESS_SPACING_MS, queue.leaseMs / 3))
         ) {
-          due.push(entry);
+          due.push({ job, queue });
         }
       }
     }

@@ -35,6 +35,9 @@ import type { WorkerContext } from './worker-context.js';
 import { countOutcome, type WorkerCounters, type WorkerEventMap, zeroCounters } from './worker-events.js';
 import { WorkerMaintenance } from './worker-maintenance.js';
 
+// The detail of an outcome that has none (a completion): one shared, frozen object, not one per job.
+const NO_DETAIL: OutcomeDetail = Object.freeze({});
+
 export type { WorkerOptions } from './options.js';
 export type { WorkerCounters, WorkerEventMap } from './worker-events.js';
 
@@ -378,7 +381,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
       .then((result) => this.#count(job, result, { errorCode: 'TIMEOUT' }));
   }
 
-  #count(job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail = {}): void {
+  #count(job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail = NO_DETAIL): void {
     countOutcome(this.counters, result);
     if (result === 'lost') {
       const cancelled = () => {
