@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { ClaimRouter } from '../../src/runtime/claim-router.js';
 import {
   type ClaimShape,
   claimShapeOf,
@@ -10,8 +12,9 @@ import {
   JobClaimManyThrottled,
   JobClaimManyUnrouted,
 } from '../../src/storage/claim.js';
-import type { Statement } from '../../src/storage/db.js';
+import type { Queryable, Statement } from '../../src/storage/db.js';
 import type { QueueClaimSettingsRow } from '../../src/storage/queues.js';
+import { migratedClient, testPool } from '../support/db.js';
 
 // The claim is one module composed from named fragments (issues 28 and 29). Its statements' text
 // was recorded at a7de666, before the claim's variant files became fragments: the composed text
@@ -89,4 +92,52 @@ describe('the claim composed from fragments', () => {
     ];
     for (const [given, shape] of cases) expect(claimShapeOf({ ...settings, ...given })).toEqual(shape);
   });
+
+  it('a router whose cache says plain claims a queue limited since with the limited statement, after one empty plain claim', async () => {
+    const lh = await migratedClient();
+    const { router, sent } = recordingRouter(lh.schema);
+    await lh.enqueueMany(
+      'went-limited',
+      [1, 2, 3, 4, 5].map((n) => ({ payload: { n }, concurrencyKey: 'k' })),
+    );
+    const claim = () => router.claim({ queue: 'went-limited', owner: 'o', limit: 2, leaseMs: 30_000 });
+    expect(await claim()).toHaveLength(2);
+    expect(sent.splice(0)).toEqual([JobClaimMany(lh.schema).name]);
+    // Another process sets a per-key limit of one; this router's cache still says plain.
+    await lh.configureQueue('went-limited', { concurrencyLimitPerKey: 1 });
+    const limited = await claim();
+    expect(sent.splice(0)).toEqual([JobClaimMany(lh.schema).name, JobClaimManyLimited(lh.schema).name]);
+    // The plain claims took no slot; the limited one took the key's only slot, and no more.
+    expect(limited).toHaveLength(1);
+    expect(await claim()).toEqual([]);
+    expect(sent.splice(0)).toEqual([JobClaimManyLimited(lh.schema).name]);
+  });
+
+  it('a router whose cache says throttled claims plainly once the limit is cleared, in the same call', async () => {
+    const lh = await migratedClient();
+    const { router, sent } = recordingRouter(lh.schema);
+    await lh.configureQueue('was-throttled', { rateLimit: { max: 1, perMs: 60_000 } });
+    await lh.enqueueMany('was-throttled', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+    const claim = () => router.claim({ queue: 'was-throttled', owner: 'o', limit: 2, leaseMs: 30_000 });
+    expect(await claim()).toHaveLength(1);
+    expect(router.throttled('was-throttled')?.by).toBe('rate');
+    expect(sent.splice(0)).toEqual([JobClaimManyThrottled(lh.schema).name]);
+    await lh.configureQueue('was-throttled', { rateLimit: null });
+    expect(await claim()).toHaveLength(2);
+    expect(router.throttled('was-throttled')).toBeNull();
+    expect(sent.splice(0)).toEqual([JobClaimManyThrottled(lh.schema).name, JobClaimMany(lh.schema).name]);
+  });
 });
+
+/** A claim router (claims from the front) on a pool that records the claim statements it sends. */
+function recordingRouter(schema: string): { router: ClaimRouter; sent: string[] } {
+  const pool = testPool(2);
+  const sent: string[] = [];
+  const recording: Queryable = {
+    query: ((config: { name?: string }, values?: unknown[]) => {
+      if (config.name?.includes('claim_jobs')) sent.push(config.name);
+      return pool.query(config as pg.QueryConfig, values);
+    }) as Queryable['query'],
+  };
+  return { router: new ClaimRouter(recording, schema, null), sent };
+}
