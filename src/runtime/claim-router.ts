@@ -1,7 +1,12 @@
-import { type ClaimedRow, claimJobs } from '../storage/claim.js';
-import { claimJobsFair } from '../storage/claim-fair.js';
-import { claimJobsLimited } from '../storage/claim-limited.js';
-import { claimJobsThrottled, type ThrottleVerdict } from '../storage/claim-throttled.js';
+import {
+  type ClaimedRow,
+  type ClaimOutcome,
+  type ClaimParams,
+  type ClaimShape,
+  claimJobs,
+  claimJobsAs,
+  claimShapeOf,
+} from '../storage/claim.js';
 import type { Queryable } from '../storage/db.js';
 import { type QueueClaimSettingsRow, readClaimSettings } from '../storage/queues.js';
 import { CLAIM_FLOOR_DEFAULTS, ClaimFloor, type ClaimFloorSettings } from './claim-floor.js';
@@ -27,12 +32,14 @@ export interface Throttle {
 type CachedSettings = QueueClaimSettingsRow & { readAt: number };
 
 /**
- * Chooses the claim statement per queue: the plain claim, the limited one when the queue has a
- * per-key concurrency limit, the throttled one when it has a rate or concurrency limit, or the
- * round-robin one when it has fairness on, from a cached read of the queue's settings. (A worker
- * whose cache predates fairness being turned on claims in preference order until it re-reads.) A stale cache cannot break
- * the limit: the plain claim yields nothing for a limited queue, and an empty plain claim re-reads
- * the settings at once (so plain queues pay one primary-key read per empty claim, none per full one).
+ * Claims for each queue with the statement its settings call for: the shape `claimShapeOf` chooses
+ * (storage/claim.ts) from a cached read of the queue's settings (the plain claim, or the claim
+ * within a per-key limit, within a rate or concurrency limit, or in turns between fairness keys).
+ * A stale cache cannot break a limit: each claim yields nothing for a queue not of its shape, and
+ * a claim that may have met a change (`mayBeStale`) re-reads the settings at once and, when the
+ * shape changed, claims again with the new one (so plain queues pay one primary-key read per empty
+ * claim, none per full one). A worker whose cache predates fairness being turned on claims in
+ * preference order until it re-reads.
  * Plain claims start at the queue's ClaimFloor. A floored claim that comes back short returns what
  * it found, and the next claim starts at the front of the index (`frontClaimDue` tells the worker
  * to make it at once); one that finds nothing looks below the floor in a second statement, since
@@ -64,54 +71,36 @@ export class ClaimRouter {
     let cached = this.#limits.get(params.queue);
     if (!cached || performance.now() - cached.readAt > SETTINGS_TTL_MS)
       cached = await this.#read(params.queue);
-    if (cached.fair) {
-      const rows = await this.#claimFair(params, cached.limit !== null);
-      if (rows.length > 0) return rows;
-      cached = await this.#read(params.queue); // fairness was turned off (or the queue paused)
-      if (cached.fair) return rows;
-    }
-    if (cached.throttled) {
-      const { rows, verdict } = await this.#claimThrottled(params, cached.perKeyRate);
-      if (verdict.limited) return rows;
-      cached = await this.#read(params.queue); // the limits were cleared (or the queue paused)
-      if (cached.throttled) return rows;
-    }
-    if (cached.limit !== null) return claimJobsLimited(this.db, this.schema, params);
-    const rows = await this.#claimPlain(params, !cached.aging);
-    if (rows.length > 0) return rows;
+    const shape = claimShapeOf(cached);
+    const outcome = await this.#claimAs(shape, cached, params);
+    if (!mayBeStale(shape, outcome)) return outcome.rows;
     const fresh = await this.#read(params.queue);
-    if (fresh.fair) return this.#claimFair(params, fresh.limit !== null);
-    if (fresh.throttled) return (await this.#claimThrottled(params, fresh.perKeyRate)).rows;
-    return fresh.limit === null ? rows : claimJobsLimited(this.db, this.schema, params);
+    const freshShape = claimShapeOf(fresh);
+    if (sameShape(freshShape, shape)) return outcome.rows;
+    return (await this.#claimAs(freshShape, fresh, params)).rows;
   }
 
   // A fair claim comes back short while work waits when a key had fewer jobs than its share or
   // its priority ran out: the worker is told to claim again (frontClaimDue) instead of going idle.
-  // With a per-key concurrency limit too, the limited claim takes the fair claim's candidates.
-  async #claimFair(
-    params: { queue: string; owner: string; limit: number; leaseMs: number },
-    limited: boolean,
-  ) {
-    const rows = limited
-      ? await claimJobsLimited(this.db, this.schema, { ...params, fair: true })
-      : await claimJobsFair(this.db, this.schema, params);
-    if (rows.length > 0 && rows.length < params.limit) this.#fairShort.add(params.queue);
-    return rows;
-  }
-
-  async #claimThrottled(
-    params: { queue: string; owner: string; limit: number; leaseMs: number },
-    perKey: boolean,
-  ): Promise<{ rows: ClaimedRow[]; verdict: ThrottleVerdict }> {
-    const result = await claimJobsThrottled(this.db, this.schema, {
+  // A throttled claim's verdict is kept for the runner (`throttled`).
+  async #claimAs(
+    shape: ClaimShape,
+    settings: QueueClaimSettingsRow,
+    params: ClaimParams,
+  ): Promise<ClaimOutcome> {
+    if (shape.candidates === 'preference' && shape.limit === 'none')
+      return { rows: await this.#claimPlain(params, !settings.aging), verdict: null };
+    const outcome = await claimJobsAs(this.db, this.schema, shape, {
       ...params,
-      perKey,
+      perKeyRate: settings.perKeyRate,
       recheckMs: CONCURRENCY_RECHECK_MS,
     });
-    const { waitMs, throttledBy } = result.verdict;
-    if (waitMs !== null && throttledBy !== null)
-      this.#throttles.set(params.queue, { waitMs, by: throttledBy });
-    return result;
+    const { rows, verdict } = outcome;
+    if (shape.candidates === 'turns' && rows.length > 0 && rows.length < params.limit)
+      this.#fairShort.add(params.queue);
+    if (verdict?.waitMs != null && verdict.throttledBy !== null)
+      this.#throttles.set(params.queue, { waitMs: verdict.waitMs, by: verdict.throttledBy });
+    return outcome;
   }
 
   /**
@@ -124,10 +113,7 @@ export class ClaimRouter {
 
   // Aging raises the priority of old jobs, whose available_at then lies below any floor: a queue
   // with aging on always claims from the front, so an aged job is claimed as soon as it is raised.
-  async #claimPlain(
-    params: { queue: string; owner: string; limit: number; leaseMs: number },
-    useFloor: boolean,
-  ): Promise<ClaimedRow[]> {
+  async #claimPlain(params: ClaimParams, useFloor: boolean): Promise<ClaimedRow[]> {
     if (!useFloor || this.floorSettings === null) return claimJobs(this.db, this.schema, params);
     let floors = this.#floors.get(params.queue);
     if (!floors) {
@@ -163,4 +149,22 @@ export class ClaimRouter {
     this.#limits.set(queue, entry);
     return entry;
   }
+}
+
+/**
+ * Whether a claim's answer may come from settings changed since they were read: an empty plain or
+ * round-robin claim (its gate yields nothing for a queue that is no longer of its kind), or a
+ * throttled claim whose verdict says the queue has no limit (any more). A claim within a per-key
+ * limit is not re-read for (its empty answer is common while keys are saturated): the cache's age
+ * bounds it.
+ */
+function mayBeStale(shape: ClaimShape, outcome: ClaimOutcome): boolean {
+  if (shape.limit === 'throttle') return outcome.verdict?.limited !== true;
+  if (shape.limit === 'per-key' && shape.candidates === 'preference') return false;
+  return outcome.rows.length === 0;
+}
+
+/** Two shapes are the same claim statement. */
+function sameShape(a: ClaimShape, b: ClaimShape): boolean {
+  return a.candidates === b.candidates && a.limit === b.limit;
 }

@@ -1,99 +1,254 @@
 import { randomBytes } from 'node:crypto';
-import { defineStatement, type Queryable } from './db.js';
+import {
+  CLAIMABLE,
+  candidateWindow,
+  type LeaseGrant,
+  leaseGrant,
+  plainQueueGate,
+} from './claim/fragments.js';
+import { PER_KEY_COLUMNS, perKeySettings, perKeySlotCtes } from './claim/per-key-limit.js';
+import {
+  SERVED_BY_CANDIDATES,
+  SERVED_BY_CHOSEN,
+  turnCandidateCtes,
+  turnCursorCtes,
+} from './claim/round-robin.js';
+import {
+  THROTTLE_ANSWER,
+  THROTTLE_WINDOW,
+  throttleCountCtes,
+  throttleSettings,
+  throttleVerdictCtes,
+} from './claim/throttle.js';
+import { defineStatement, type Queryable, run, type Statement } from './db.js';
 import { idsFrom, perLaneCtes, runLaneRouted } from './lane-routing.js';
+import type { QueueClaimSettingsRow } from './queues.js';
 
 /**
- * The claim's two timestamps, as epoch milliseconds (float8). Parsed from timestamptz text, two
- * dates per claimed row were the largest single cost of the worker process after garbage
- * collection in a 50,000-job drain (a regular expression and a Date built from parts, per value).
+ * The claim: pending -> running, for up to $3 jobs of queue $1 for owner $2, leased for $4 ms, in
+ * one statement per batch. The caller commits at once (autocommit): no transaction outlives it.
+ *
+ * Every claim is made of these fragments, in this order (in claim/, the files named):
+ * 1. The gate: a claim yields nothing for a queue that is not its kind. The plain claim's
+ *    (`plainQueueGate`, fragments.ts) refuses a paused or limited queue; a limit's `settings` CTE
+ *    (per-key-limit.ts, throttle.ts) or the round-robin `turn` (round-robin.ts) has no row unless
+ *    the queue is one of theirs and not paused. A worker role calling a function directly is held
+ *    to the same (issue 17).
+ * 2. The candidates (`candidate`): the claimable jobs (`CLAIMABLE`, jobs_claimable_idx's
+ *    predicate: jobs behind an ordering key or waiting for flow parents cost nothing) in preference
+ *    order, locked with SKIP LOCKED (`candidateWindow`); or the same jobs in turns between
+ *    fairness keys (`turnCandidateCtes`). A limit looks at a wider window ($5) than it takes.
+ * 3. The limit, for a queue that has one: the per-key concurrency slots (per-key-limit.ts), or the
+ *    rate and concurrency limit's debit (throttle.ts). Either ends in `chosen`, the jobs it counted.
+ * 4. The lease grant (`leaseGrant`): the move to running, one more attempt, the fencing token
+ *    incremented, the claim id and the lease in database time, and the slot flags that say what
+ *    the run holds. The plain and round-robin claims update each row in the lane it was found in
+ *    (`perLaneCtes`, lane-routing.ts), instead of every lane being probed for every id.
+ * 5. After it, the round-robin cursor (`turnCursorCtes`) and the throttle's verdict and tally.
+ * 6. What it returns: each job's `ClaimedRow` (its columns, its times as epoch ms, the `plain`
+ *    flag its completion is chosen by), and the round-robin's `turn`, or the throttle's verdict row.
+ *
+ * Pay for what you use: the shape (`ClaimShape`) is chosen from the queue's settings
+ * (`claimShapeOf`), and a plain queue's claim is the gate, the window, the grant and its columns,
+ * nothing else. A stale choice cannot break a limit: the plain gate yields nothing for a limited
+ * queue, and the router then re-reads the settings (runtime/claim-router.ts).
+ * A shape is which candidates (`preference` order, or `turns` between fairness keys) and which
+ * limit (`none`, the `per-key` slots, or the `throttle`): each valid pair is one named statement.
  */
-export const CLAIMED_TIMES = `(extract(epoch FROM j.lease_expires_at) * 1000)::float8 AS lease_expires_ms,
-            (extract(epoch FROM j.available_at) * 1000)::float8 AS available_ms`;
+export type ClaimShape =
+  | { readonly candidates: 'preference' | 'turns'; readonly limit: 'none' | 'per-key' }
+  // A queue with a rate or concurrency limit is never round-robin (constraint queues_fairness_alone).
+  | { readonly candidates: 'preference'; readonly limit: 'throttle' };
+
+/** The one place a queue's claim is chosen: from the settings its claimer reads (readClaimSettings). */
+export function claimShapeOf(settings: QueueClaimSettingsRow): ClaimShape {
+  const perKey = settings.limit !== null ? 'per-key' : 'none';
+  if (settings.fair) return { candidates: 'turns', limit: perKey };
+  if (settings.throttled) return { candidates: 'preference', limit: 'throttle' };
+  return { candidates: 'preference', limit: perKey };
+}
+
+/** The parameters after every claim's four ($1 queue, $2 owner, $3 limit, $4 lease ms), for a shape. */
+function claimParams(shape: ClaimShape) {
+  let next = 5;
+  const take = () => `$${next++}`;
+  const plain = shape.candidates === 'preference' && shape.limit === 'none';
+  // How many candidates a limit looks at (wider than $3: jobs of a saturated key are passed over).
+  const window = shape.limit === 'none' ? null : take();
+  const claimId = take();
+  // Where a plain claim starts its index walk ('-infinity' for the front; runtime/claim-floor.ts).
+  const floor = plain ? take() : null;
+  // The longest wait a claim short of concurrency slots is told (a slot frees unannounced).
+  const recheck = shape.limit === 'throttle' ? take() : null;
+  return { window, claimId, floor, recheck };
+}
+
+/** What a claim is asked for. */
+export interface ClaimParams {
+  queue: string;
+  owner: string;
+  limit: number;
+  leaseMs: number;
+  /** The plain claim's floor on available_at (null or absent: the front). */
+  floor?: Date | null;
+  /** The throttle's rate limit counts per concurrency key: a wider window. */
+  perKeyRate?: boolean;
+  /** The throttle's longest wait when slots ran short (ms). */
+  recheckMs?: number;
+}
+
+/** The values for `claimParams`, in the same order. */
+function claimValues(shape: ClaimShape, params: ClaimParams): unknown[] {
+  const p = claimParams(shape);
+  // The window passes over jobs of saturated keys; wider costs more locks per claim.
+  const wide = Math.min(1000, Math.max(4 * params.limit, 100));
+  const window = shape.limit === 'throttle' && !params.perKeyRate ? params.limit : wide;
+  return [
+    params.queue,
+    params.owner,
+    params.limit,
+    params.leaseMs,
+    ...(p.window ? [window] : []),
+    newClaimId(),
+    ...(p.floor ? [params.floor ?? '-infinity'] : []),
+    ...(p.recheck ? [params.recheckMs] : []),
+  ];
+}
+
+/** A grant that takes no slot: the plain and round-robin claims'. */
+const FREE_OF_SLOTS = {
+  at: 'now()',
+  keySlot: 'false',
+  queueSlot: 'false',
+  slotsWhy: [
+    'This run takes no per-key slot and no queue slot (a retried job may carry the flags',
+    'from a limited claim).',
+  ],
+} as const;
 
 /**
- * Whether the run's completion has nothing to do beyond the fence and the lane move: no ordering
- * key to hand over, no key slot to give back, no flow children to release. Each is fixed before
- * the completion (an ordering key and children at enqueue, a key slot by this claim), so the
- * worker chooses the plain completion from it (complete.ts), which checks it again.
+ * The one place the fragments of a shape's statement are chosen: its CTEs and the statement that
+ * reads them. `routed`: the grant updates each row in its lane (the plain and round-robin claims);
+ * a limit's grant updates the few rows it counted by id, through the parent.
  */
-export const CLAIMED_PLAIN =
-  '(j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children) AS plain';
+function fragmentsOf(s: string, shape: ClaimShape, routed: boolean) {
+  const p = claimParams(shape);
+  const turns = shape.candidates === 'turns';
+  const grant = (g: Omit<LeaseGrant, 'claimId'>, layout: 'cte' | 'statement') =>
+    leaseGrant(s, { ...g, claimId: p.claimId }, layout);
+  switch (shape.limit) {
+    case 'none': {
+      // The plain claim pays for the gate, the window and the grant; the round-robin claim for its
+      // turns and cursor besides. Neither takes a slot.
+      const claimed = perLaneCtes('claimed', routed, (lane) =>
+        grant({ ...FREE_OF_SLOTS, where: idsFrom('candidate', lane, '$1') }, 'cte'),
+      );
+      if (turns) {
+        const ctes = [turnCandidateCtes(s, '$3'), claimed, ...turnCursorCtes(s, SERVED_BY_CANDIDATES)];
+        const last = `-- Each claimed job with its place in the turns, so the worker starts them in that order.
+  SELECT claimed.*, candidate.turn_order AS turn FROM claimed JOIN candidate USING (id)`;
+        return { recursive: true, ctes, last };
+      }
+      const conditions = [...CLAIMABLE, `available_at >= ${p.floor}::timestamptz`, plainQueueGate(s)];
+      const candidate = candidateWindow(s, { columns: routed ? 'id, lane' : 'id', conditions, limit: '$3' });
+      return { recursive: false, ctes: [candidate, claimed], last: 'SELECT * FROM claimed' };
+    }
+    case 'per-key': {
+      // The candidates, in preference order or turns, then the key slots; the grant is the
+      // statement's own last write, marking the jobs it counted (`holds_key_slot`).
+      const window = p.window ?? '';
+      const candidate = turns
+        ? turnCandidateCtes(s, window, PER_KEY_COLUMNS)
+        : candidateWindow(s, {
+            columns: ['id', ...PER_KEY_COLUMNS, 'available_at'].join(', '),
+            conditions: [...CLAIMABLE, 'EXISTS (SELECT 1 FROM settings)'],
+            limit: window,
+          });
+      const ctes = [
+        perKeySettings(s, turns),
+        candidate,
+        ...perKeySlotCtes(s, turns),
+        ...(turns ? turnCursorCtes(s, SERVED_BY_CHOSEN) : []),
+      ];
+      const last = grant(
+        {
+          at: 'now()',
+          keySlot: 'chosen.counted',
+          queueSlot: 'false',
+          from: 'chosen',
+          where: 'j.id = chosen.id',
+          returnsAlso: turns ? ', chosen.turn_order AS turn' : '',
+        },
+        'statement',
+      );
+      return { recursive: turns, ctes, last };
+    }
+    case 'throttle': {
+      // The limiter's lock and clock after the window, the debit, the grant (a queue slot each,
+      // the lease from the clock), then the verdict the runner sleeps by.
+      const claimed = grant(
+        { at: '(SELECT at FROM clock)', keySlot: 'false', queueSlot: 'true', where: idsFrom('chosen', null) },
+        'cte',
+      );
+      const ctes = [
+        ...throttleSettings(s),
+        candidateWindow(s, { ...THROTTLE_WINDOW, limit: p.window ?? '' }),
+        ...throttleCountCtes(s),
+        `claimed AS (\n    ${claimed}\n  )`,
+        ...throttleVerdictCtes(s, p.recheck ?? ''),
+      ];
+      return { recursive: false, ctes, last: THROTTLE_ANSWER };
+    }
+  }
+}
+
+/** A shape's statement: its CTEs joined, then the statement that reads them. */
+const claimStatement = (shape: ClaimShape, routed: boolean) => (s: string) => {
+  const { recursive, ctes, last } = fragmentsOf(s, shape, routed);
+  return `\n  WITH ${recursive ? 'RECURSIVE ' : ''}${ctes.join(',\n  ')}\n  ${last}`;
+};
+
+const PLAIN: ClaimShape = { candidates: 'preference', limit: 'none' };
+const PER_KEY: ClaimShape = { candidates: 'preference', limit: 'per-key' };
+const TURNS: ClaimShape = { candidates: 'turns', limit: 'none' };
+const TURNS_PER_KEY: ClaimShape = { candidates: 'turns', limit: 'per-key' };
+const THROTTLE: ClaimShape = { candidates: 'preference', limit: 'throttle' };
 
 /**
- * JobClaimMany: pending -> running, for up to $3 jobs of queue $1, in one statement.
- * The locking subquery takes row locks with SKIP LOCKED, so concurrent claimers pass each other
- * instead of waiting; the update increments attempt_count and the fencing token and starts a lease
- * measured in database time. Served by jobs_claimable_idx. The caller commits at once (autocommit):
- * no transaction outlives this statement.
- * ORDER BY is a preference, not a promise: a claimer skips rows locked by a peer.
- * A paused queue yields nothing, and so does a queue with a per-key concurrency limit (its claims
- * go through JobClaimManyLimited, see claim-limited.ts) or a rate or concurrency limit (through
- * JobClaimManyThrottled, see claim-throttled.ts): the NOT EXISTS depends only on $1, so
- * PostgreSQL evaluates it once per statement (a primary-key probe of queues) before touching jobs.
- * Jobs waiting behind the head of their ordering key are outside jobs_claimable_idx
- * (awaits_predecessor), so ordering keys cost the plain claim nothing. The claim is the attempt's
- * durable record (claimed_at, owner, token, claim id $5, attempt_count); the record that ends the attempt
- * copies those facts, so the claim writes no event row.
- * $6 is a floor on available_at ('-infinity' for none): a worker that knows nothing claimable
- * lies below it starts the index walk there instead of at the front (see runtime/claim-floor.ts).
- * The update finds the locked rows with `id = ANY (ARRAY(...))` rather than a join: joined, the
+ * JobClaimMany: the plain claim, each lease taken in its row's lane. `available_at >= $6` starts
+ * the index walk at a floor below which a worker knows nothing is claimable (runtime/claim-floor.ts).
+ * The grant finds the locked rows with `id = ANY (ARRAY(...))` rather than a join: joined, the
  * planner costed a hash join over a sequential scan of jobs as cheaper than 500 primary-key probes
- * once tens of thousands were pending (12 ms instead of 4 ms for a claim of 500 at 50,000).
- * The update is split by lane (lane-routing.ts): each locked row is updated in the lane it was
- * found in, instead of every lane being probed for every id. JobClaimManyUnrouted is the same
- * claim for a schema without lanes. The update also names the queue ($1), as the locking subquery
- * does: every part of the statement is then answerable from that queue's part of a layout split by
- * queue (docs/scaling.md).
+ * once tens of thousands were pending (12 ms instead of 4 ms for a claim of 500 at 50,000). Every
+ * part names the queue ($1), so it is answered from that queue's part of a layout split by queue
+ * (docs/scaling.md).
  */
-const claimStatement = (routed: boolean) => (s: string) =>
-  `
-  WITH candidate AS (
-    SELECT id${routed ? ', lane' : ''}
-    FROM ${s}.jobs
-    WHERE queue_name = $1
-      AND status = 'pending'
-      AND NOT awaits_predecessor
-      AND waiting_parents = 0
-      AND available_at <= now()
-      AND available_at >= $6::timestamptz
-      AND NOT EXISTS (
-        SELECT 1 FROM ${s}.queues
-        WHERE name = $1
-          AND (paused OR concurrency_limit_per_key IS NOT NULL OR rate_limit_max IS NOT NULL
-               OR concurrency_limit IS NOT NULL))
-    ORDER BY priority DESC, available_at, id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-  ),
-  ${perLaneCtes('claimed', routed, (lane) => takeLeases(s, lane))}
-  SELECT * FROM claimed`;
-
-/**
- * The update that takes the lease of every `candidate` row in `lane` (owner $2, lease $4 ms, claim
- * id $5, a new token, one more attempt) and returns the claimed row: the plain claim's, and the
- * round-robin claim's over its own candidates (claim-fair.ts). Neither takes a slot.
- */
-export const takeLeases = (s: string, lane: number | null) => `UPDATE ${s}.jobs AS j
-    SET status = 'running',
-        attempt_count = j.attempt_count + 1,
-        lease_owner = $2,
-        lease_token = j.lease_token + 1,
-        lease_claim_id = $5,
-        lease_expires_at = now() + $4::double precision * interval '1 millisecond',
-        claimed_at = now(),
-        lease_extensions = 0,
-        -- This run takes no per-key slot and no queue slot (a retried job may carry the flags
-        -- from a limited claim).
-        holds_key_slot = false,
-        holds_queue_slot = false
-    WHERE ${idsFrom('candidate', lane, '$1')}
-    RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
-              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`;
-
-/** The claim described above, routed to the lane of each claimed row. */
-export const JobClaimMany = defineStatement('claim_jobs', claimStatement(true));
+export const JobClaimMany = defineStatement('claim_jobs', claimStatement(PLAIN, true));
 /** JobClaimMany through the parent by id, for a schema without lanes yet (runLaneRouted). */
-export const JobClaimManyUnrouted = defineStatement('claim_jobs_unrouted', claimStatement(false));
+export const JobClaimManyUnrouted = defineStatement('claim_jobs_unrouted', claimStatement(PLAIN, false));
+/** The claim within a per-key concurrency limit, in preference order (per-key-limit.ts). */
+export const JobClaimManyLimited = defineStatement('claim_jobs_limited', claimStatement(PER_KEY, false));
+/** The round-robin claim (022): turns between fairness keys, each lease in its lane (round-robin.ts). */
+export const JobClaimManyFair = defineStatement('claim_jobs_fair', claimStatement(TURNS, true));
+/** The per-key limited claim of a round-robin queue: the turns' candidates, ranked by turn. */
+export const JobClaimManyLimitedFair = defineStatement(
+  'claim_jobs_limited_fair',
+  claimStatement(TURNS_PER_KEY, false),
+);
+/** The claim within a rate or concurrency limit, with its verdict row (throttle.ts; 015). */
+export const JobClaimManyThrottled = defineStatement('claim_jobs_throttled', claimStatement(THROTTLE, false));
+
+/** A shape's statement, and for the plain claim its twin through the parent (a schema before 018). */
+function statementsFor(shape: ClaimShape): {
+  routed: (schema: string) => Statement;
+  unrouted?: (schema: string) => Statement;
+} {
+  if (shape.limit === 'throttle') return { routed: JobClaimManyThrottled };
+  if (shape.candidates === 'turns')
+    return { routed: shape.limit === 'per-key' ? JobClaimManyLimitedFair : JobClaimManyFair };
+  if (shape.limit === 'per-key') return { routed: JobClaimManyLimited };
+  return { routed: JobClaimMany, unrouted: JobClaimManyUnrouted };
+}
 
 /** A row as the claim returns it. */
 export interface ClaimedRow {
@@ -110,26 +265,72 @@ export interface ClaimedRow {
   available_ms: number;
   /** Its completion needs no ordering, key-slot or flow step (see CLAIMED_PLAIN). */
   plain: boolean;
-  /** Its place in a round-robin claim's turns (claim-fair.ts; bigint text); absent from other claims. */
+  /** Its place in a round-robin claim's turns (claim/round-robin.ts; bigint text); absent from other claims. */
   turn?: string;
 }
 
-/** Claims up to `limit` jobs of `queue` for `owner`; rows come back in preference order. */
-export async function claimJobs(
+/** What the throttled claim found beside the jobs it claimed. */
+export interface ThrottleVerdict {
+  /** False when the queue has no limit (any more) or is paused: the caller re-reads its settings. */
+  limited: boolean;
+  /** When the limit cut the claim short: how long until capacity is next free (ms, database time). */
+  waitMs: number | null;
+  /** Which limit cut it short. */
+  throttledBy: 'rate' | 'concurrency' | null;
+}
+
+/** The jobs a claim took, in the order to start them, and the throttle's verdict (null for other shapes). */
+export interface ClaimOutcome {
+  rows: ClaimedRow[];
+  verdict: ThrottleVerdict | null;
+}
+
+type Row = ClaimedRow & { wait_ms?: number | null; throttled_by?: 'rate' | 'concurrency' | null };
+
+/** Claims up to `params.limit` jobs of `params.queue` with the statement of `shape`. */
+export async function claimJobsAs(
   db: Queryable,
   schema: string,
-  params: { queue: string; owner: string; limit: number; leaseMs: number; floor?: Date | null },
-): Promise<ClaimedRow[]> {
-  const rows = await runLaneRouted<ClaimedRow>(
-    db,
-    schema,
-    JobClaimMany(schema),
-    JobClaimManyUnrouted(schema),
-    [params.queue, params.owner, params.limit, params.leaseMs, newClaimId(), params.floor ?? '-infinity'],
-  );
-  // UPDATE ... RETURNING has no defined order; restore the preference order for callers.
-  if (rows.length > 1) rows.sort(byPreference);
-  return rows;
+  shape: ClaimShape,
+  params: ClaimParams,
+): Promise<ClaimOutcome> {
+  const { routed, unrouted } = statementsFor(shape);
+  const values = claimValues(shape, params);
+  const result = unrouted
+    ? await runLaneRouted<Row>(db, schema, routed(schema), unrouted(schema), values)
+    : await run<Row>(db, routed(schema), values);
+  let rows: ClaimedRow[] = result;
+  let verdict: ThrottleVerdict | null = null;
+  if (shape.limit === 'throttle') {
+    rows = [];
+    verdict = { limited: false, waitMs: null, throttledBy: null };
+    for (const { wait_ms = null, throttled_by = null, ...claimed } of result) {
+      if (claimed.id === null) verdict = { limited: true, waitMs: wait_ms, throttledBy: throttled_by };
+      else rows.push(claimed);
+    }
+  }
+  // UPDATE ... RETURNING has no defined order: restore the preference order, or the turns' (in
+  // preference order, a round-robin queue's big key's older jobs would start first in every batch).
+  if (rows.length > 1) rows.sort(shape.candidates === 'turns' ? byTurn : byPreference);
+  return { rows, verdict };
+}
+
+/** Claims up to `limit` jobs of a plain `queue` for `owner`; rows come back in preference order. */
+export async function claimJobs(db: Queryable, schema: string, params: ClaimParams): Promise<ClaimedRow[]> {
+  return (await claimJobsAs(db, schema, PLAIN, params)).rows;
+}
+
+/**
+ * Claims like `claimJobs`, within the queue's rate and concurrency limits; `perKey` widens the
+ * window (a per-key rate limit), `recheckMs` caps the wait when slots (not starts) ran short.
+ */
+export async function claimJobsThrottled(
+  db: Queryable,
+  schema: string,
+  params: ClaimParams & { perKey: boolean; recheckMs: number },
+): Promise<{ rows: ClaimedRow[]; verdict: ThrottleVerdict }> {
+  const { rows, verdict } = await claimJobsAs(db, schema, THROTTLE, { ...params, perKeyRate: params.perKey });
+  return { rows, verdict: verdict ?? { limited: false, waitMs: null, throttledBy: null } };
 }
 
 /**
@@ -147,4 +348,9 @@ export function byPreference(a: ClaimedRow, b: ClaimedRow): number {
   if (byTime !== 0) return byTime;
   // ids are decimal strings without leading zeros: shorter is smaller, then compare as text.
   return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/** Sorts a round-robin claim's rows into turn order (`turn`, returned by those claims only). */
+export function byTurn(a: ClaimedRow, b: ClaimedRow): number {
+  return Number(a.turn) - Number(b.turn);
 }

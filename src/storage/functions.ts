@@ -26,10 +26,7 @@
  */
 import { createHash } from 'node:crypto';
 import { JobAgePending } from './aging.js';
-import { JobClaimMany } from './claim.js';
-import { JobClaimManyFair } from './claim-fair.js';
-import { JobClaimManyLimited, JobClaimManyLimitedFair } from './claim-limited.js';
-import { JobClaimManyThrottled } from './claim-throttled.js';
+import { CLAIM_FUNCTIONS } from './claim/functions.js';
 import {
   JobCompleteMany,
   JobCompleteManyWithResults,
@@ -83,9 +80,6 @@ export interface FunctionEntry {
 }
 
 const FENCE = 'bigint[], bigint[], bigint[], text[], text[]';
-const CLAIMED = `id bigint, payload jsonb, lease_token bigint, lease_claim_id bigint, attempt_count integer,
-  max_attempts integer, priority integer, lease_expires_ms double precision, available_ms double precision,
-  plain boolean`;
 const COMPLETED =
   'id bigint, deferred boolean, repair text[], woken bigint, announced bigint, flow_woken bigint';
 const COMPLETED_PLAIN = 'id bigint, deferred boolean, announced bigint';
@@ -96,39 +90,7 @@ const REPAIRED = `seen integer, released integer, removed integer, missed intege
 export const FUNCTIONS: readonly FunctionEntry[] = [
   // The worker: claim (plain, per-key, throttled, round-robin), renew (with progress), complete (with results),
   // fail, snooze, the effects ledger, durable steps, recovery, fairness, ordering repair.
-  {
-    role: 'worker',
-    statement: JobClaimMany,
-    args: 'text, text, bigint, double precision, bigint, timestamptz',
-    returns: CLAIMED,
-  },
-  {
-    role: 'worker',
-    statement: JobClaimManyLimited,
-    args: 'text, text, bigint, double precision, bigint, bigint',
-    returns: CLAIMED,
-  },
-  {
-    // Rate and concurrency limits (015): the limiter rows are written only here, under the queue's
-    // lock, so a worker cannot reset a window; the plain claims yield nothing for a limited queue.
-    role: 'worker',
-    statement: JobClaimManyThrottled,
-    args: 'text, text, integer, double precision, bigint, bigint, double precision',
-    returns: `${CLAIMED}, wait_ms double precision, throttled_by text`,
-  },
-  {
-    role: 'worker',
-    statement: JobClaimManyLimitedFair,
-    args: 'text, text, bigint, double precision, integer, bigint',
-    returns: `${CLAIMED}, turn bigint`,
-  },
-  {
-    // Fairness (022): the cursor row is written only here; the plain claims ignore fairness.
-    role: 'worker',
-    statement: JobClaimManyFair,
-    args: 'text, text, integer, double precision, bigint',
-    returns: `${CLAIMED}, turn bigint`,
-  },
+  ...CLAIM_FUNCTIONS,
   {
     // A job's progress rides the renewal ($7): no statement of its own.
     role: 'worker',

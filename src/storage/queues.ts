@@ -42,14 +42,14 @@ const QueueConfigure = defineStatement(
               concurrency_limit_per_key, aging_interval_ms::float8 AS aging_interval_ms, aging_max_boost,
               rate_limit_max, rate_limit_per_ms, rate_limit_per_key, concurrency_limit, fairness
   ),
-  -- A limited queue's limiter row, which its claims lock (see claim-throttled.ts); kept when the
+  -- A limited queue's limiter row, which its claims lock (see claim/throttle.ts); kept when the
   -- limits are cleared, so its throttled counters survive a reconfiguration.
   limiter AS (
     INSERT INTO ${s}.rate_limits (queue_name)
     SELECT name FROM configured WHERE rate_limit_max IS NOT NULL OR concurrency_limit IS NOT NULL
     ON CONFLICT (queue_name) DO NOTHING
   ),
-  -- A round-robin queue's cursor row, which its claims move (see claim-fair.ts); kept when
+  -- A round-robin queue's cursor row, which its claims move (see claim/round-robin.ts); kept when
   -- fairness is turned off, so turning it on again resumes the rotation where it stopped.
   turns AS (
     INSERT INTO ${s}.fair_turns (queue_name)
@@ -230,7 +230,7 @@ export interface QueueClaimSettingsRow {
   throttled: boolean;
   /** The rate limit counts per concurrency key. */
   perKeyRate: boolean;
-  /** Fairness is on: claims go through the round-robin statement (claim-fair.ts). */
+  /** Fairness is on: claims go through the round-robin statement (claim/round-robin.ts). */
   fair: boolean;
 }
 

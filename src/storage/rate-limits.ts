@@ -2,7 +2,7 @@ import { defineStatement, type Queryable, run } from './db.js';
 
 /**
  * RateLimitStatsRead: per limited queue, its limits, the throttled counters its claims keep in the
- * rate_limits row (see claim-throttled.ts), whether a claim was last told to wait past now, the
+ * rate_limits row (see claim/throttle.ts), whether a claim was last told to wait past now, the
  * starts inside the current window (queue-wide limits) and the live leases its claims hold
  * (jobs_queue_slots_idx). Read-only, no locks; at most $1 queues, by name.
  */

@@ -3,9 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { Leasehold, ValidationError } from '../../src/index.js';
 import { migrate } from '../../src/migrations/migrator.js';
 import { ClaimRouter } from '../../src/runtime/claim-router.js';
-import { JobClaimMany } from '../../src/storage/claim.js';
-import { JobClaimManyFair } from '../../src/storage/claim-fair.js';
-import { JobClaimManyLimited, JobClaimManyLimitedFair } from '../../src/storage/claim-limited.js';
+import {
+  JobClaimMany,
+  JobClaimManyFair,
+  JobClaimManyLimited,
+  JobClaimManyLimitedFair,
+} from '../../src/storage/claim.js';
 import type { Queryable } from '../../src/storage/db.js';
 import { databaseUrl, dropSchema, migratedClient, testPool, uniqueSchema, waitFor } from '../support/db.js';
 import { type PlanNode, planNodes } from '../support/plans.js';

@@ -1,7 +1,31 @@
-import { MAX_BATCH } from '../validation.js';
-import { type ClaimedRow, newClaimId, takeLeases } from './claim.js';
-import { defineStatement, type Queryable, run } from './db.js';
-import { perLaneCtes } from './lane-routing.js';
+/**
+ * The round-robin fragments (composed in ../claim.ts): a claim of a queue with `fairness` set
+ * (022) takes turns between fairness keys instead of preference order. Only such a queue claims
+ * through them (the claim router reads `fairness` with the other settings), so the plain claim is
+ * untouched.
+ *
+ * 1. `turn` yields the queue's cursor (the key served last) only when the queue is round-robin and
+ *    not paused: otherwise nothing below runs and the claim is empty.
+ * 2. `top` finds the highest priority of a claimable job (jobs_claimable_idx, SKIP LOCKED, so a
+ *    priority whose jobs peers are claiming right now is passed over): fair within a priority.
+ * 3. `after_turn` walks the distinct keys with work at that priority after the cursor, and
+ *    `wrapped` from the first key up to the cursor: a skip scan of jobs_fairness_idx, one probe
+ *    per key, at most as many keys as the claim takes. A key's backlog is never read, however long.
+ * 4. Each key's oldest jobs (a LATERAL per key: an index range on (queue, priority, key,
+ *    available_at), SKIP LOCKED), at most ceil(limit / keys) each. Jobs without a key take one
+ *    turn together, found among the first `limit` claimable jobs of that priority in preference
+ *    order (they have no index of their own: plain jobs must not pay for one).
+ * 5. `candidate` takes the first `limit` by round, then turn: each key's first job, then each key's
+ *    second, and so on. A key with 100,000 jobs waiting delays another key's job by at most one
+ *    round of the keys with work.
+ * 6. After the lease grant, `advanced` (turnCursorCtes) moves the cursor to the last key this
+ *    claim served, in the same statement, unless another claim holds the cursor row (SKIP LOCKED):
+ *    no claim waits for another. A claim that came back short (a key with fewer jobs than its
+ *    share, or a priority running out) tells its caller to claim again at once. Each row carries
+ *    its place in the turns (`turn`): the caller sorts by it, and a worker starts them in that order.
+ */
+import { MAX_BATCH } from '../../validation.js';
+import { CLAIMABLE, candidateWindow, where } from './fragments.js';
 
 /** The largest claim (MAX_BATCH), so the largest share of one key. */
 const MAX_SHARE = MAX_BATCH;
@@ -33,11 +57,11 @@ const nextKey = (s: string, after: string, upTo?: string) => `(
 const MAX_PASSED = 1000;
 
 /**
- * The CTEs `turn` to `candidate` (steps 1 to 5 of JobClaimManyFair, below): up to `limit` claimable jobs of queue $1,
+ * The CTEs `turn` to `candidate` (steps 1 to 5 above): up to `limit` claimable jobs of queue $1,
  * locked, in turns between fairness keys, with their lane, key and `turn_order`, plus the columns
- * `extra` names. Shared by the round-robin claim and its per-key limited variant (claim-limited.ts).
+ * `extra` names. The statement that holds them is `WITH RECURSIVE`.
  */
-export function fairCandidateCtes(s: string, limit: string, extra: readonly string[] = []): string {
+export function turnCandidateCtes(s: string, limit: string, extra: readonly string[] = []): string {
   const cols = (prefix: string) => extra.map((column) => `, ${prefix}${column}`).join('');
   return `turn AS (
     SELECT t.last_key
@@ -45,19 +69,7 @@ export function fairCandidateCtes(s: string, limit: string, extra: readonly stri
     LEFT JOIN ${s}.fair_turns AS t ON t.queue_name = q.name
     WHERE q.name = $1 AND q.fairness = 'round-robin' AND NOT q.paused
   ),
-  top AS (
-    SELECT priority
-    FROM ${s}.jobs
-    WHERE queue_name = $1
-      AND status = 'pending'
-      AND NOT awaits_predecessor
-      AND waiting_parents = 0
-      AND available_at <= now()
-      AND EXISTS (SELECT 1 FROM turn)
-    ORDER BY priority DESC, available_at, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-  ),
+  ${candidateWindow(s, { columns: 'priority', conditions: [...CLAIMABLE, 'EXISTS (SELECT 1 FROM turn)'], limit: '1' }, 'top')},
   after_turn (key, pos, due, n_due) AS (
     SELECT first.key, 1, first.due, first.due::int
     FROM ${nextKey(s, `coalesce((SELECT last_key FROM turn), '')`)} AS first (key, due)
@@ -95,12 +107,7 @@ export function fairCandidateCtes(s: string, limit: string, extra: readonly stri
     FROM (
       SELECT id, fairness_key
       FROM ${s}.jobs
-      WHERE queue_name = $1
-        AND status = 'pending'
-        AND NOT awaits_predecessor
-        AND waiting_parents = 0
-        AND available_at <= now()
-        AND priority = (SELECT priority FROM top)
+${where([...CLAIMABLE, 'priority = (SELECT priority FROM top)'], '      ')}
       ORDER BY available_at, id
       LIMIT ${limit}
     ) AS head_rows
@@ -162,72 +169,29 @@ export function fairCandidateCtes(s: string, limit: string, extra: readonly stri
 }
 
 /**
- * JobClaimManyFair: pending -> running, for up to $3 jobs of round-robin queue $1 (022), taking
- * turns between fairness keys, in one statement. Used only for queues with `fairness` set (the
- * claim router reads it with the other settings), so the plain claim is untouched.
- *
- * 1. `turn` yields the queue's cursor (the key served last) only when the queue is round-robin and
- *    not paused: otherwise nothing below runs and the claim is empty.
- * 2. `top` finds the highest priority of a claimable job (jobs_claimable_idx, SKIP LOCKED, so a
- *    priority whose jobs peers are claiming right now is passed over): fair within a priority.
- * 3. `after_turn` walks the distinct keys with work at that priority after the cursor, and
- *    `wrapped` from the first key up to the cursor: a skip scan of jobs_fairness_idx, one probe
- *    per key, at most $3 keys in all. A key's backlog is never read, however long.
- * 4. Each key's oldest jobs (a LATERAL per key: an index range on (queue, priority, key,
- *    available_at), SKIP LOCKED), at most ceil($3 / keys) each. Jobs without a key take one turn
- *    together, found among the first $3 claimable jobs of that priority in preference order (they
- *    have no index of their own: plain jobs must not pay for one).
- * 5. `candidate` takes the first $3 by round, then turn: each key's first job, then each key's
- *    second, and so on. A key with 100,000 jobs waiting delays another key's job by at most one
- *    round of the keys with work.
- * 6. The update is the plain claim's (claim.ts), per lane. `advanced` moves the cursor to the last
- *    key this claim served, in the same statement, unless another claim holds the cursor row
- *    (SKIP LOCKED): no claim waits for another. A claim that came back short (a key with fewer
- *    jobs than its share, or a priority running out) tells its caller to claim again at once.
- *    Each row carries its place in the turns (`turn`): the caller sorts by it, and a worker starts
- *    the jobs in that order.
+ * Step 6: `cursor_row` and `advanced`, which move the queue's cursor to `served` (the last key
+ * this claim served), or, when it served none, past the last key it walked (`walked_last`).
  */
-const fairStatement = (s: string) => `
-  WITH RECURSIVE ${fairCandidateCtes(s, '$3')},
-  ${perLaneCtes('claimed', true, (lane) => takeLeases(s, lane))},
-  cursor_row AS (
+export function turnCursorCtes(s: string, served: string): string[] {
+  return [
+    `cursor_row AS (
     SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1 AND EXISTS (SELECT 1 FROM walked_last)
     FOR UPDATE SKIP LOCKED
-  ),
-  advanced AS (
+  )`,
+    `advanced AS (
     UPDATE ${s}.fair_turns AS t
     SET last_key = coalesce(
-          (SELECT key FROM candidate WHERE key IS NOT NULL ORDER BY turn_order DESC LIMIT 1),
+          ${served},
           (SELECT key FROM walked_last))
     FROM cursor_row
     WHERE t.queue_name = cursor_row.queue_name
-  )
-  -- Each claimed job with its place in the turns, so the worker starts them in that order.
-  SELECT claimed.*, candidate.turn_order AS turn FROM claimed JOIN candidate USING (id)`;
-
-/** The round-robin claim described above. */
-export const JobClaimManyFair = defineStatement('claim_jobs_fair', fairStatement);
-
-/** Claims up to `limit` jobs of round-robin `queue` for `owner`, in turns between fairness keys. */
-export async function claimJobsFair(
-  db: Queryable,
-  schema: string,
-  params: { queue: string; owner: string; limit: number; leaseMs: number },
-): Promise<ClaimedRow[]> {
-  const rows = await run<ClaimedRow>(db, JobClaimManyFair(schema), [
-    params.queue,
-    params.owner,
-    params.limit,
-    params.leaseMs,
-    newClaimId(),
-  ]);
-  // UPDATE ... RETURNING has no defined order: restore the turns', which the worker starts them in
-  // (in preference order, the big key's older jobs would start first within every batch).
-  if (rows.length > 1) rows.sort(byTurn);
-  return rows;
+  )`,
+  ];
 }
 
-/** Sorts a fair claim's rows into turn order (`turn`, returned by the fair claims only). */
-export function byTurn(a: ClaimedRow, b: ClaimedRow): number {
-  return Number(a.turn) - Number(b.turn);
-}
+/** The last key a plain round-robin claim served, for `turnCursorCtes`. */
+export const SERVED_BY_CANDIDATES =
+  '(SELECT key FROM candidate WHERE key IS NOT NULL ORDER BY turn_order DESC LIMIT 1)';
+/** The last key a round-robin claim within a per-key limit served (only `chosen` jobs count). */
+export const SERVED_BY_CHOSEN = `(SELECT c.key FROM chosen JOIN candidate AS c USING (id)
+           WHERE c.key IS NOT NULL ORDER BY c.turn_order DESC LIMIT 1)`;

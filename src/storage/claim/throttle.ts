@@ -1,11 +1,8 @@
-import { byPreference, CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
-import { defineStatement, type Queryable, run } from './db.js';
-
 /**
- * JobClaimManyThrottled: pending -> running, for up to $3 jobs of queue $1, within the queue's rate
- * limit (at most rate_limit_max starts in any interval of rate_limit_per_ms, queue-wide or per
- * concurrency key) and its concurrency limit (at most concurrency_limit live leases). Used only for
- * queues with one of these set (the plain claim yields nothing for them), so plain claims never pay.
+ * The throttle's fragments (composed in ../claim.ts): a claim within the queue's rate limit (at
+ * most rate_limit_max starts in any interval of rate_limit_per_ms, queue-wide or per concurrency
+ * key) and its concurrency limit (at most concurrency_limit live leases). Only a queue with one of
+ * these set claims through them (the plain claim yields nothing for it), so plain claims never pay.
  *
  * 1. `candidate` locks a window of $5 claimable jobs in preference order (SKIP LOCKED, served by
  *    jobs_claimable_idx): $3 for a queue-wide limit, wider per key, so that jobs of a key out of
@@ -28,55 +25,67 @@ import { defineStatement, type Queryable, run } from './db.js';
  * 5. `debit` upserts each chosen bucket's window in bucket order; ON CONFLICT reads the newest row
  *    (a bucket first used after our snapshot included), trims starts older than one window, grants
  *    least(wanted, max - starts in the window) and appends one entry (now, granted).
- * 6. Only the first `granted` jobs of each bucket in `pre` are claimed: exactly what was debited.
+ * 6. Only the first `granted` jobs of each bucket in `pre` are claimed (`chosen`): exactly what was
+ *    debited. Their lease starts at `clock` and holds a queue slot (holds_queue_slot).
  * 7. `verdict`: the claim was throttled when it took fewer than least($3, candidates). It then
  *    tells the caller how long to wait, in database time: until the oldest start in a blocked
  *    bucket's window leaves it (rate), or, when slots were short, until the earliest live lease
- *    lapses but at most $7 ms (a slot also frees whenever a job ends, which nobody announces).
- *    `tally` adds the claims to claimed_total and the throttled interval to the queue's counters
- *    (the union of intervals, so three throttled workers do not count the same wait three times).
- * The statement returns the claimed jobs plus one row with a null id: the verdict.
+ *    lapses but at most the recheck parameter's ms (a slot also frees whenever a job ends, which
+ *    nobody announces). `tally` adds the claims to claimed_total and the throttled interval to the
+ *    queue's counters (the union of intervals, so three throttled workers do not count the same
+ *    wait three times).
+ * The statement returns the claimed jobs plus one row with a null id: the verdict (throttleAnswer).
  */
-export const JobClaimManyThrottled = defineStatement(
-  'claim_jobs_throttled',
-  (s) => `
-  WITH settings AS (
+import { CLAIMABLE, CLAIMED_COLUMNS, CLAIMED_COMPUTED } from './fragments.js';
+
+/** Step 1's gate and what later steps read: the queue's limits (no row: paused or no limit), and the snapshot's claimed_total. */
+export function throttleSettings(s: string): string[] {
+  return [
+    `settings AS (
     SELECT rate_limit_max AS rate_max,
            rate_limit_per_ms::double precision * interval '1 millisecond' AS per,
            rate_limit_per_key AS per_key,
            concurrency_limit AS conc_max
     FROM ${s}.queues
     WHERE name = $1 AND NOT paused AND (rate_limit_max IS NOT NULL OR concurrency_limit IS NOT NULL)
-  ),
-  seen AS (
+  )`,
+    `seen AS (
     SELECT claimed_total FROM ${s}.rate_limits WHERE queue_name = $1
-  ),
-  candidate AS (
-    SELECT id, priority, available_at,
-           CASE WHEN (SELECT per_key FROM settings) THEN coalesce(concurrency_key, '') ELSE '' END AS bucket
-    FROM ${s}.jobs
-    WHERE queue_name = $1
-      AND status = 'pending'
-      AND NOT awaits_predecessor
-      -- A flow child waits for its parents here as in every claim (and jobs_claimable_idx's
-      -- predicate then serves this scan too).
-      AND waiting_parents = 0
-      AND available_at <= now()
-      AND EXISTS (SELECT 1 FROM settings)
-    ORDER BY priority DESC, available_at, id
-    LIMIT $5
-    FOR UPDATE SKIP LOCKED
-  ),
-  lim AS (
+  )`,
+  ];
+}
+
+/** Step 1's candidates: their bucket beside the id, and only while the queue is limited. */
+export const THROTTLE_WINDOW = {
+  columns: `id, priority, available_at,
+           CASE WHEN (SELECT per_key FROM settings) THEN coalesce(concurrency_key, '') ELSE '' END AS bucket`,
+  conditions: [
+    ...CLAIMABLE.flatMap((condition) =>
+      condition === 'waiting_parents = 0'
+        ? [
+            "-- A flow child waits for its parents here as in every claim (and jobs_claimable_idx's",
+            '-- predicate then serves this scan too).',
+            condition,
+          ]
+        : [condition],
+    ),
+    'EXISTS (SELECT 1 FROM settings)',
+  ],
+} as const;
+
+/** Steps 2 to 6: the limiter lock, the clock, the window's usage and the free slots, the debit, `chosen`. */
+export function throttleCountCtes(s: string): string[] {
+  return [
+    `lim AS (
     SELECT r.claimed_total
     FROM ${s}.rate_limits AS r
     WHERE r.queue_name = $1 AND EXISTS (SELECT 1 FROM candidate)
     FOR UPDATE
-  ),
-  clock AS (
+  )`,
+    `clock AS (
     SELECT clock_timestamp() AS at FROM lim
-  ),
-  usage AS (
+  )`,
+    `usage AS (
     SELECT k.bucket_key, sum(e.n)::int AS used, min(e.at) AS oldest
     FROM ${s}.rate_limit_keys AS k
     CROSS JOIN LATERAL unnest(k.start_at, k.start_n) AS e(at, n)
@@ -85,8 +94,8 @@ export const JobClaimManyThrottled = defineStatement(
       AND k.bucket_key IN (SELECT bucket FROM candidate)
       AND e.at > (SELECT at FROM clock) - (SELECT per FROM settings)
     GROUP BY k.bucket_key
-  ),
-  slots AS (
+  )`,
+    `slots AS (
     SELECT CASE WHEN (SELECT conc_max FROM settings) IS NULL THEN NULL ELSE greatest(0,
              (SELECT conc_max FROM settings)
              - (SELECT count(*) FROM ${s}.jobs
@@ -94,19 +103,19 @@ export const JobClaimManyThrottled = defineStatement(
                   AND lease_expires_at > now())
              - ((SELECT claimed_total FROM lim) - coalesce((SELECT claimed_total FROM seen), 0)))::int
            END AS free
-  ),
-  ranked AS (
+  )`,
+    `ranked AS (
     SELECT c.id, c.priority, c.available_at, c.bucket,
            row_number() OVER (PARTITION BY c.bucket ORDER BY c.priority DESC, c.available_at, c.id) AS rn,
            CASE WHEN (SELECT rate_max FROM settings) IS NULL THEN NULL
                 ELSE greatest(0, (SELECT rate_max FROM settings) - coalesce(u.used, 0)) END AS room
     FROM candidate AS c
     LEFT JOIN usage AS u ON u.bucket_key = c.bucket
-  ),
-  eligible AS (
+  )`,
+    `eligible AS (
     SELECT * FROM ranked WHERE (room IS NULL OR rn <= room) AND EXISTS (SELECT 1 FROM lim)
-  ),
-  pre AS (
+  )`,
+    `pre AS (
     SELECT id, bucket,
            row_number() OVER (PARTITION BY bucket ORDER BY priority DESC, available_at, id) AS rn
     FROM (
@@ -114,8 +123,8 @@ export const JobClaimManyThrottled = defineStatement(
       ORDER BY priority DESC, available_at, id
       LIMIT least($3, (SELECT free FROM slots))
     ) AS first
-  ),
-  debit AS (
+  )`,
+    `debit AS (
     INSERT INTO ${s}.rate_limit_keys AS k (queue_name, bucket_key, start_at, start_n, granted)
     SELECT $1, w.bucket, ARRAY[(SELECT at FROM clock)], ARRAY[w.n], w.n
     FROM (SELECT bucket, count(*)::int AS n FROM pre GROUP BY bucket) AS w
@@ -134,45 +143,35 @@ export const JobClaimManyThrottled = defineStatement(
         CROSS JOIN LATERAL (
           SELECT least(excluded.granted, greatest(0, (SELECT rate_max FROM settings) - t.used)) AS n) AS g)
     RETURNING k.bucket_key, k.granted, k.start_at[1] AS oldest
-  ),
-  chosen AS (
+  )`,
+    `chosen AS (
     SELECT pre.id
     FROM pre
     LEFT JOIN debit AS d ON d.bucket_key = pre.bucket
     WHERE (SELECT rate_max FROM settings) IS NULL OR pre.rn <= d.granted
-  ),
-  claimed AS (
-    UPDATE ${s}.jobs AS j
-    SET status = 'running',
-        attempt_count = j.attempt_count + 1,
-        lease_owner = $2,
-        lease_token = j.lease_token + 1,
-        lease_claim_id = $6,
-        lease_expires_at = (SELECT at FROM clock) + $4::double precision * interval '1 millisecond',
-        claimed_at = (SELECT at FROM clock),
-        lease_extensions = 0,
-        holds_key_slot = false,
-        holds_queue_slot = true
-    WHERE j.id = ANY (ARRAY(SELECT id FROM chosen))
-    RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
-              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}
-  ),
-  -- Buckets that held back a job: out of starts in the snapshot, or found so by the debit.
+  )`,
+  ];
+}
+
+/** Step 7, after the lease grant (`claimed`): what held the claim back, for how long, and the tally. */
+export function throttleVerdictCtes(s: string, recheck: string): string[] {
+  return [
+    `-- Buckets that held back a job: out of starts in the snapshot, or found so by the debit.
   blocked AS (
     SELECT bucket FROM ranked WHERE rn > room
     UNION
     SELECT d.bucket_key FROM debit AS d
     JOIN (SELECT bucket, count(*) AS n FROM pre GROUP BY bucket) AS w ON w.bucket = d.bucket_key
     WHERE d.granted < w.n
-  ),
-  counts AS (
+  )`,
+    `counts AS (
     SELECT (SELECT count(*) FROM chosen)::int AS got,
            CASE WHEN EXISTS (SELECT 1 FROM lim) THEN least($3, (SELECT count(*) FROM candidate)) ELSE 0 END::int
              AS wanted,
            least($3, (SELECT count(*) FROM eligible))::int AS rate_allows,
            (SELECT free FROM slots) AS free
-  ),
-  verdict AS (
+  )`,
+    `verdict AS (
     SELECT c.got, c.got < c.wanted AS throttled, clock.at,
            CASE WHEN c.got >= c.wanted THEN NULL
                 WHEN c.free IS NOT NULL AND c.free < c.rate_allows THEN 'concurrency'
@@ -180,7 +179,7 @@ export const JobClaimManyThrottled = defineStatement(
            clock.at + CASE
              WHEN c.got >= c.wanted THEN interval '0'
              WHEN c.free IS NOT NULL AND c.free < c.rate_allows THEN least(
-               $7::double precision * interval '1 millisecond',
+               ${recheck}::double precision * interval '1 millisecond',
                (SELECT min(lease_expires_at) FROM ${s}.jobs
                 WHERE queue_name = $1 AND status = 'running' AND holds_queue_slot
                   AND lease_expires_at > now()) - clock.at)
@@ -188,11 +187,11 @@ export const JobClaimManyThrottled = defineStatement(
                (SELECT min(coalesce(d.oldest, u.oldest)) FROM blocked AS b
                 LEFT JOIN debit AS d ON d.bucket_key = b.bucket
                 LEFT JOIN usage AS u ON u.bucket_key = b.bucket) + (SELECT per FROM settings) - clock.at,
-               $7::double precision * interval '1 millisecond')
+               ${recheck}::double precision * interval '1 millisecond')
            END AS until
     FROM counts AS c LEFT JOIN clock ON true
-  ),
-  tally AS (
+  )`,
+    `tally AS (
     UPDATE ${s}.rate_limits AS r
     SET claimed_total = r.claimed_total + v.got,
         throttled_claims = r.throttled_claims + CASE WHEN v.throttled THEN 1 ELSE 0 END,
@@ -204,68 +203,21 @@ export const JobClaimManyThrottled = defineStatement(
     FROM verdict AS v
     WHERE r.queue_name = $1 AND (v.got > 0 OR v.throttled)
     RETURNING r.queue_name
-  )
-  SELECT id, payload, lease_token, lease_claim_id, attempt_count, max_attempts, priority,
-         lease_expires_ms, available_ms, plain, NULL::float8 AS wait_ms, NULL::text AS throttled_by
+  )`,
+  ];
+}
+
+/**
+ * The throttled claim's answer: the claimed jobs, then one row with a null id and the verdict
+ * (wait_ms, throttled_by), present while the queue is limited (`settings` has its row).
+ */
+export const THROTTLE_ANSWER = `SELECT ${CLAIMED_COLUMNS.join(', ')},
+         ${CLAIMED_COMPUTED.join(', ')}, NULL::float8 AS wait_ms, NULL::text AS throttled_by
   FROM claimed
   UNION ALL
-  SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  SELECT ${[...CLAIMED_COLUMNS, ...CLAIMED_COMPUTED].map(() => 'NULL').join(', ')},
          CASE WHEN v.throttled
               THEN greatest(1, extract(epoch FROM v.until - clock_timestamp()) * 1000)::float8 END,
          v.reason
   FROM verdict AS v
-  WHERE EXISTS (SELECT 1 FROM settings)`,
-);
-
-/** What the throttled claim found beside the jobs it claimed. */
-export interface ThrottleVerdict {
-  /** False when the queue has no limit (any more) or is paused: the caller re-reads its settings. */
-  limited: boolean;
-  /** When the limit cut the claim short: how long until capacity is next free (ms, database time). */
-  waitMs: number | null;
-  /** Which limit cut it short. */
-  throttledBy: 'rate' | 'concurrency' | null;
-}
-
-type Row = ClaimedRow & { wait_ms: number | null; throttled_by: 'rate' | 'concurrency' | null };
-
-/**
- * Claims like `claimJobs`, within the queue's rate and concurrency limits; `window` is how many
- * claimable jobs to look at (wider with a per-key rate limit), `recheckMs` caps the wait when slots
- * (not starts) ran short.
- */
-export async function claimJobsThrottled(
-  db: Queryable,
-  schema: string,
-  params: {
-    queue: string;
-    owner: string;
-    limit: number;
-    leaseMs: number;
-    perKey: boolean;
-    recheckMs: number;
-  },
-): Promise<{ rows: ClaimedRow[]; verdict: ThrottleVerdict }> {
-  const window = params.perKey ? Math.min(1000, Math.max(4 * params.limit, 100)) : params.limit;
-  const result = await run<Row>(db, JobClaimManyThrottled(schema), [
-    params.queue,
-    params.owner,
-    params.limit,
-    params.leaseMs,
-    window,
-    newClaimId(),
-    params.recheckMs,
-  ]);
-  const rows: ClaimedRow[] = [];
-  let verdict: ThrottleVerdict = { limited: false, waitMs: null, throttledBy: null };
-  for (const row of result) {
-    if (row.id === null) {
-      verdict = { limited: true, waitMs: row.wait_ms, throttledBy: row.throttled_by };
-    } else {
-      const { wait_ms: _wait, throttled_by: _by, ...claimed } = row;
-      rows.push(claimed);
-    }
-  }
-  if (rows.length > 1) rows.sort(byPreference);
-  return { rows, verdict };
-}
+  WHERE EXISTS (SELECT 1 FROM settings)`;

@@ -1,0 +1,143 @@
+import { readFileSync } from 'node:fs';
+import type pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { ClaimRouter } from '../../src/runtime/claim-router.js';
+import {
+  type ClaimShape,
+  claimShapeOf,
+  JobClaimMany,
+  JobClaimManyFair,
+  JobClaimManyLimited,
+  JobClaimManyLimitedFair,
+  JobClaimManyThrottled,
+  JobClaimManyUnrouted,
+} from '../../src/storage/claim.js';
+import type { Queryable, Statement } from '../../src/storage/db.js';
+import type { QueueClaimSettingsRow } from '../../src/storage/queues.js';
+import { migratedClient, testPool } from '../support/db.js';
+
+// The claim is one module composed from named fragments (issues 28 and 29). Its statements' text
+// was recorded at a7de666, before the claim's variant files became fragments: the composed text
+// must be that text, byte for byte (the plain claim is the hot path, and a definer function's name
+// is a digest of its text). A deliberate change to a statement re-records its entry, and says why.
+const RECORDED: Record<string, { name: string; text: string }> = JSON.parse(
+  readFileSync(new URL('../support/fixtures/claim-statements-a7de666.json', import.meta.url), 'utf8'),
+);
+const SCHEMA = 'leasehold';
+
+const STATEMENTS: Record<string, (schema: string) => Statement> = {
+  claim_jobs: JobClaimMany,
+  claim_jobs_unrouted: JobClaimManyUnrouted,
+  claim_jobs_limited: JobClaimManyLimited,
+  claim_jobs_limited_fair: JobClaimManyLimitedFair,
+  claim_jobs_fair: JobClaimManyFair,
+  claim_jobs_throttled: JobClaimManyThrottled,
+};
+
+// What only a limit or fairness reads: a plain queue's claim must not name any of it.
+const FEATURE_TABLES = ['concurrency_keys', 'rate_limits', 'rate_limit_keys', 'fair_turns', 'fairness_key'];
+
+const settings: QueueClaimSettingsRow = {
+  limit: null,
+  aging: false,
+  throttled: false,
+  perKeyRate: false,
+  fair: false,
+};
+
+describe('the claim composed from fragments', () => {
+  it("sends the plain queue's claim exactly as recorded at a7de666, routed and unrouted", () => {
+    for (const label of ['claim_jobs', 'claim_jobs_unrouted']) {
+      const statement = STATEMENTS[label]!(SCHEMA);
+      expect(statement.text).toBe(RECORDED[label]!.text);
+      expect(statement.name).toBe(RECORDED[label]!.name);
+    }
+  });
+
+  it('sends every limited and round-robin claim exactly as recorded at a7de666', () => {
+    expect(Object.keys(STATEMENTS).sort()).toEqual(Object.keys(RECORDED).sort());
+    for (const [label, statement] of Object.entries(STATEMENTS)) {
+      expect({ label, text: statement(SCHEMA).text }).toEqual({ label, text: RECORDED[label]!.text });
+      expect(statement(SCHEMA).label).toBe(label);
+    }
+  });
+
+  it("a plain queue's claim carries no limit's or fairness's fragment; each of theirs carries its own", () => {
+    for (const plain of [JobClaimMany(SCHEMA), JobClaimManyUnrouted(SCHEMA)]) {
+      for (const table of FEATURE_TABLES) expect(plain.text).not.toContain(table);
+      expect(plain.text).toContain('lease_token = j.lease_token + 1'); // the fence's token, still
+    }
+    expect(JobClaimManyLimited(SCHEMA).text).toContain('concurrency_keys');
+    expect(JobClaimManyThrottled(SCHEMA).text).toContain('rate_limit_keys');
+    expect(JobClaimManyFair(SCHEMA).text).toContain('fair_turns');
+    expect(JobClaimManyLimitedFair(SCHEMA).text).toContain('fair_turns');
+    expect(JobClaimManyLimitedFair(SCHEMA).text).toContain('concurrency_keys');
+  });
+
+  it("chooses a queue's shape from its settings, fairness first, then a throttle, then a per-key limit", () => {
+    const cases: [Partial<QueueClaimSettingsRow>, ClaimShape][] = [
+      [{}, { candidates: 'preference', limit: 'none' }],
+      [{ aging: true }, { candidates: 'preference', limit: 'none' }],
+      [{ limit: 2 }, { candidates: 'preference', limit: 'per-key' }],
+      [{ throttled: true }, { candidates: 'preference', limit: 'throttle' }],
+      [
+        { throttled: true, perKeyRate: true },
+        { candidates: 'preference', limit: 'throttle' },
+      ],
+      [{ fair: true }, { candidates: 'turns', limit: 'none' }],
+      [
+        { fair: true, limit: 2 },
+        { candidates: 'turns', limit: 'per-key' },
+      ],
+    ];
+    for (const [given, shape] of cases) expect(claimShapeOf({ ...settings, ...given })).toEqual(shape);
+  });
+
+  it('a router whose cache says plain claims a queue limited since with the limited statement, after one empty plain claim', async () => {
+    const lh = await migratedClient();
+    const { router, sent } = recordingRouter(lh.schema);
+    await lh.enqueueMany(
+      'went-limited',
+      [1, 2, 3, 4, 5].map((n) => ({ payload: { n }, concurrencyKey: 'k' })),
+    );
+    const claim = () => router.claim({ queue: 'went-limited', owner: 'o', limit: 2, leaseMs: 30_000 });
+    expect(await claim()).toHaveLength(2);
+    expect(sent.splice(0)).toEqual([JobClaimMany(lh.schema).name]);
+    // Another process sets a per-key limit of one; this router's cache still says plain.
+    await lh.configureQueue('went-limited', { concurrencyLimitPerKey: 1 });
+    const limited = await claim();
+    expect(sent.splice(0)).toEqual([JobClaimMany(lh.schema).name, JobClaimManyLimited(lh.schema).name]);
+    // The plain claims took no slot; the limited one took the key's only slot, and no more.
+    expect(limited).toHaveLength(1);
+    expect(await claim()).toEqual([]);
+    expect(sent.splice(0)).toEqual([JobClaimManyLimited(lh.schema).name]);
+  });
+
+  it('a router whose cache says throttled claims plainly once the limit is cleared, in the same call', async () => {
+    const lh = await migratedClient();
+    const { router, sent } = recordingRouter(lh.schema);
+    await lh.configureQueue('was-throttled', { rateLimit: { max: 1, perMs: 60_000 } });
+    await lh.enqueueMany('was-throttled', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+    const claim = () => router.claim({ queue: 'was-throttled', owner: 'o', limit: 2, leaseMs: 30_000 });
+    expect(await claim()).toHaveLength(1);
+    expect(router.throttled('was-throttled')?.by).toBe('rate');
+    expect(sent.splice(0)).toEqual([JobClaimManyThrottled(lh.schema).name]);
+    await lh.configureQueue('was-throttled', { rateLimit: null });
+    expect(await claim()).toHaveLength(2);
+    expect(router.throttled('was-throttled')).toBeNull();
+    expect(sent.splice(0)).toEqual([JobClaimManyThrottled(lh.schema).name, JobClaimMany(lh.schema).name]);
+  });
+});
+
+/** A claim router (claims from the front) on a pool that records the claim statements it sends. */
+function recordingRouter(schema: string): { router: ClaimRouter; sent: string[] } {
+  const pool = testPool(2);
+  const sent: string[] = [];
+  const recording: Queryable = {
+    query: ((config: { name?: string }, values?: unknown[]) => {
+      if (config.name?.includes('claim_jobs')) sent.push(config.name);
+      return pool.query(config as pg.QueryConfig, values);
+    }) as Queryable['query'],
+  };
+  return { router: new ClaimRouter(recording, schema, null), sent };
+}
