@@ -122,6 +122,7 @@ const OWN: string[] = [
   'dist/operations/recovery.js',
   'dist/operations/wait-for.js',
   'dist/pooler-env.js',
+  'dist/runtime/abort-error.js',
   'dist/runtime/batch-job.js',
   'dist/runtime/batch-options.js',
   'dist/runtime/batch-runner.js',
