@@ -46,8 +46,9 @@ export async function countLiveJobs(admin) {
 }
 
 /**
- * What the tables show: succeeded jobs (in `jobs`, or moved to `finished_jobs`), jobs in any other
- * state, succeeded jobs that took more than one attempt, and fence refusals.
+ * What the tables show of the bench queue: succeeded jobs (in `jobs`, or moved to `finished_jobs`),
+ * jobs in any other state, succeeded jobs that took more than one attempt, and fence refusals
+ * (other queues' jobs, such as the feature queues of leasehold-features.mjs, are not counted).
  */
 export async function leaseholdStatusCounts(admin) {
   const { rows } = await admin.query(
@@ -56,14 +57,15 @@ export async function leaseholdStatusCounts(admin) {
             count(*) FILTER (WHERE attempt_count <> 1)::int AS not_once,
             (SELECT coalesce(sum(refused_count), 0)::int FROM ${S}.lease_refusals) AS refused,
             to_regclass($1) IS NOT NULL AS has_finished
-     FROM ${S}.jobs`,
-    [`${S}.finished_jobs`],
+     FROM ${S}.jobs WHERE queue_name = $2`,
+    [`${S}.finished_jobs`, LEASEHOLD_QUEUE],
   );
   const counts = rows[0];
   if (counts.has_finished) {
     const finished = await admin.query(
       `SELECT count(*)::int AS n, count(*) FILTER (WHERE attempt_count <> 1)::int AS not_once
-       FROM ${S}.finished_jobs`,
+       FROM ${S}.finished_jobs WHERE queue_name = $1`,
+      [LEASEHOLD_QUEUE],
     );
     counts.succeeded += finished.rows[0].n;
     counts.not_once += finished.rows[0].not_once;

@@ -18,6 +18,8 @@ export async function measureProcessingMatrix(ctx, options, log) {
   const keys = [
     'leasehold',
     ...(options.prefetch > 0 ? ['leasehold-prefetch'] : []),
+    // Issue 28: every feature present in the schema, used by other queues only: within 5% of defaults.
+    'leasehold-features',
     'raw',
     ...(options.peers ? PEER_KEYS : DEFAULT_PEERS),
   ];
@@ -96,6 +98,22 @@ export async function measureProcessingMatrix(ctx, options, log) {
           kind: 'throughput',
         });
       }
+    }
+  }
+  // Leasehold beside every feature another queue uses, against Leasehold on a schema without them.
+  for (const processes of PROCESS_COUNTS) {
+    const workload = `Process ${jobsText}, ${shape(processes)}: Leasehold defaults, every feature used by other queues`;
+    const theirsLabel = 'Leasehold defaults (no other queue)';
+    if (unavailable['leasehold-features']) {
+      rows.push({ workload, theirsLabel, kind: 'unavailable', reason: unavailable['leasehold-features'] });
+    } else {
+      rows.push({
+        workload,
+        ours: summary('leasehold-features', processes),
+        theirsLabel,
+        theirs: summary('leasehold', processes),
+        kind: 'throughput',
+      });
     }
   }
   // Peers (at their batched, tuned settings) are compared with Leasehold at its defaults: what a

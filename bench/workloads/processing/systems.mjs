@@ -16,6 +16,7 @@
 const SYSTEMS = {
   leasehold: () => import('./leasehold.mjs'),
   'leasehold-prefetch': () => import('./leasehold-prefetch.mjs'),
+  'leasehold-features': () => import('./leasehold-features.mjs'),
   raw: () => import('./raw.mjs'),
   graphile: () => import('./graphile.mjs'),
   pgboss: () => import('./pgboss.mjs'),
