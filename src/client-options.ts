@@ -3,6 +3,8 @@ import type { BackoffOptions } from './config.js';
 import type { TargetSessionAttrs } from './connection/settings.js';
 import type { Queryable } from './storage/db.js';
 
+export type { Queryable } from './storage/db.js';
+
 /** Options of a `Leasehold` client. */
 export interface LeaseholdOptions {
   /**

@@ -60,8 +60,6 @@ export { DEFAULT_PRUNE_INTERVAL_MS, DEFAULT_SUCCEEDED_RETENTION_MS } from './mai
 export type { ScheduledJob, SchedulerResult } from './maintenance/scheduler.js';
 export { DEFAULT_SCHEDULE_INTERVAL_MS, DEFAULT_SCHEDULE_LATE_AFTER_MS } from './maintenance/scheduler.js';
 export type { MigrateResult } from './migrations/migrator.js';
-export type { Logger, LogMethod } from './observability/logger.js';
-export { logWorkerEvents } from './observability/logger.js';
 export { dashboardHandler, startDashboard, startEmbeddedPostgres } from './on-demand.js';
 export type { CancelOptions, CancelResult } from './operations/cancel.js';
 export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
@@ -148,6 +146,8 @@ export type { ClaimInfo, FlushInfo, OutcomeDetail } from './runtime/telemetry-ev
 export type { EventWaitResult, WaitForEventOptions } from './runtime/wait-event.js';
 export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
 export { Worker } from './runtime/worker.js';
+export type { Logger, LogMethod } from './runtime/worker-logger.js';
+export { logWorkerEvents } from './runtime/worker-logger.js';
 export type { Queryable } from './storage/db.js';
 export type { FailOutcome } from './storage/fail.js';
 export type { Job, JobStatus, RefusalCount } from './storage/read.js';

@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import type { LeaseholdOptions } from '../client-options.js';
 import { MAX_LEASE_MS } from '../config.js';
 import { DEFAULT_POOL_SIZE } from '../defaults.js';
 import { ValidationError } from '../errors.js';
@@ -12,7 +11,7 @@ import {
   listenConnectionFor,
   plainListenConnection,
 } from './leasehold-pool.js';
-import { resolveConnectionSettings } from './settings.js';
+import { resolveConnectionSettings, type TargetSessionAttrs } from './settings.js';
 import type { StatementWatch } from './statement-watch.js';
 
 /** What a client connects through, resolved from its options once. */
@@ -29,13 +28,27 @@ export interface ClientConnections {
 }
 
 /**
+ * The client options this module reads: a part of `LeaseholdOptions` (documented there), named
+ * here so that connection/ needs nothing from the rooms above it.
+ */
+export interface ConnectionOptions {
+  connectionString?: string;
+  hosts?: readonly { host: string; port?: number }[];
+  targetSessionAttrs?: TargetSessionAttrs;
+  statementTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  pool?: pg.Pool;
+  poolSize?: number;
+}
+
+/**
  * Validates the connection options and builds the pool (unless the caller gave one) and the
  * listener's connect path. `listenUrl` is the direct LISTEN connection string, if any (option or
  * environment); `preparedStatements` false means a transaction-mode pooler, where no session
  * setting may be sent.
  */
 export function resolveClientConnections(
-  options: LeaseholdOptions,
+  options: ConnectionOptions,
   listenUrl: string | undefined,
   preparedStatements: boolean,
 ): ClientConnections {

@@ -12,6 +12,7 @@ import { listDead } from '../operations/dead.js';
 import { enqueue } from '../operations/enqueue.js';
 import { enqueueTask } from '../operations/enqueue-task.js';
 import { getFlow } from '../operations/flows.js';
+import { jobEffects } from '../operations/job-effects.js';
 import { getJob } from '../operations/jobs.js';
 import { MetricsRollupService, readMetricsHistory } from '../operations/metrics-history.js';
 import {
@@ -26,8 +27,6 @@ import { listSchedules } from '../operations/schedules.js';
 import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/search.js';
 import { readStats } from '../operations/stats.js';
 import type { AnyTask } from '../runtime/task.js';
-import { listJobEffects } from '../storage/effects-read.js';
-import { assertJobId } from '../validation.js';
 
 /**
  * The public calls the dashboard makes, bound to a context: the same functions `Leasehold`'s
@@ -40,7 +39,7 @@ export function dashboardApi(context: LeaseholdContext) {
     blockedKeys: (options: Parameters<typeof blockedKeys>[2]) => blockedKeys(pool, schema, options),
     listDead: (options: Parameters<typeof listDead>[2]) => listDead(pool, schema, options),
     getJob: (id: string, options: { history: true }) => getJob(context, id, options),
-    effects: (id: string) => listJobEffects(pool, schema, assertJobId(id), 100),
+    effects: (id: string) => jobEffects(context, id),
     replay: (ids: string[], options: Parameters<typeof replay>[3]) => replay(pool, schema, ids, options),
     cancel: (id: string, options: Parameters<typeof cancel>[3]) => cancel(pool, schema, id, options),
     search: (search: JobSearch, options: SearchOptions) => searchJobsPage(pool, schema, search, options),

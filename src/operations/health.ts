@@ -5,6 +5,8 @@ import { readJobsTuples, readOldestTransaction } from '../storage/health.js';
 import { rejectUnknownOptions } from '../validation.js';
 import { readStats } from './stats.js';
 
+export type { OutstandingStatement } from '../connection/statement-watch.js';
+
 /** Thresholds of `checkHealth`; a rule runs only when its threshold is given. */
 export interface HealthRules {
   /** Fails when a queue's oldest claimable job has waited longer than this (ms): old work. */

@@ -6,6 +6,8 @@ import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertJobId, optionalBoolean, optionsObject } from '../validation.js';
 import { readJobWithHistory } from './history.js';
 
+export type { Job } from '../storage/read.js';
+
 /**
  * `lh.getJob`: one job, or null; with `history: true`, its history in order, from one snapshot.
  * A job a schedule created carries `schedule: { name, tickAt }`.

@@ -23,6 +23,8 @@ import {
   optionsObject,
 } from '../validation.js';
 
+export type { FailOutcome } from '../storage/fail.js';
+
 const CLAIM_OPTIONS: readonly (keyof ClaimOptions)[] = ['queue', 'owner', 'limit', 'leaseMs'];
 const FAIL_OPTIONS: readonly (keyof FailOptions)[] = [
   'retryable',

@@ -2,6 +2,9 @@ import type { PruneOptions } from '../client-options.js';
 import type { LeaseholdContext } from '../context.js';
 import { DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_LIMIT } from '../defaults.js';
 import { type PruneResult, prunePass } from '../maintenance/retention.js';
+
+export type { PruneResult } from '../maintenance/retention.js';
+
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { MAX_BATCH, optionalInt, optionsObject } from '../validation.js';
 

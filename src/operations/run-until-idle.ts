@@ -1,8 +1,8 @@
 import type { LeaseholdContext } from '../context.js';
-import type { Logger } from '../observability/logger.js';
 import type { IdleRunLimits, IdleRunResult } from '../runtime/idle-run.js';
 import type { WorkerOptions } from '../runtime/options.js';
 import { Worker } from '../runtime/worker.js';
+import type { Logger } from '../runtime/worker-logger.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { optionalInt, optionsObject } from '../validation.js';
 

@@ -26,6 +26,8 @@ import {
   serialisePayload,
 } from '../validation.js';
 
+export type { SchedulerResult } from '../maintenance/scheduler.js';
+
 /** What a schedule does with ticks missed while no worker fired them (see docs/api.md, "Schedules"). */
 export type CatchUp = 'none' | 'latest' | { max: number };
 

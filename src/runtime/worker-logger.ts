@@ -1,5 +1,5 @@
 import { ValidationError } from '../errors.js';
-import type { WorkerEventSource } from '../runtime/worker-events.js';
+import type { WorkerEventSource } from './worker-events.js';
 
 /** One log method, pino-style: a structured object first, then a message. */
 export type LogMethod = (obj: Record<string, unknown>, msg?: string) => void;
