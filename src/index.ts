@@ -146,6 +146,7 @@ export type { ClaimInfo, FlushInfo, OutcomeDetail } from './runtime/telemetry-ev
 export type { EventWaitResult, WaitForEventOptions } from './runtime/wait-event.js';
 export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
 export { Worker } from './runtime/worker.js';
+export type { WorkerJob } from './runtime/worker-events.js';
 export type { Logger, LogMethod } from './runtime/worker-logger.js';
 export { logWorkerEvents } from './runtime/worker-logger.js';
 export type { Queryable } from './storage/db.js';
