@@ -21,14 +21,30 @@ import {
 } from './context.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
-import type { CancelOptions, CancelResult } from './operations/cancel.js';
-import type { DeadJobPage, ListDeadOptions } from './operations/dead.js';
-import { enqueue, enqueueMany } from './operations/enqueue.js';
-import { enqueueTask, enqueueTaskMany } from './operations/enqueue-task.js';
-import type { SendEventInput, SendEventResult } from './operations/events.js';
-import type { BlockedFlow, EnqueueFlowResult, FlowNode, FlowView } from './operations/flows.js';
-import type { HealthReport, HealthRules, OutstandingStatement } from './operations/health.js';
-import type { Job } from './operations/jobs.js';
+import type { CancelOptions, CancelResult } from './operations/operator/cancel.js';
+import type { DeadJobPage, ListDeadOptions } from './operations/operator/dead.js';
+import type { Job } from './operations/operator/jobs.js';
+import type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/operator/ordering.js';
+import type { ReplayFilter, ReplayOptions, ReplayResult } from './operations/operator/replay.js';
+import { enqueue, enqueueMany } from './operations/producer/enqueue.js';
+import { enqueueTask, enqueueTaskMany } from './operations/producer/enqueue-task.js';
+import type { SendEventInput, SendEventResult } from './operations/producer/events.js';
+import type { BlockedFlow, EnqueueFlowResult, FlowNode, FlowView } from './operations/producer/flows.js';
+import type { ScheduleInfo, ScheduleOptions, SchedulerResult } from './operations/producer/schedules.js';
+import {
+  type EnqueueAndWaitOptions,
+  enqueueAndWait,
+  type WaitForOptions,
+  type WaitForResult,
+  waitFor,
+} from './operations/producer/wait-for.js';
+import type { PauseOptions } from './operations/queues/queue-settings.js';
+import type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues/queues.js';
+import type { LeaseholdStats, StatsOptions } from './operations/queues/stats.js';
+import type { HealthReport, HealthRules, OutstandingStatement } from './operations/schema/health.js';
+import type { MigrateResult } from './operations/schema/migrate.js';
+import type { PruneResult } from './operations/schema/prune.js';
+import type { LaneRotationResult } from './operations/schema/rotate-lanes.js';
 import {
   claim,
   complete,
@@ -37,26 +53,10 @@ import {
   fail,
   heartbeat,
   snooze,
-} from './operations/leases.js';
-import type { MigrateResult } from './operations/migrate.js';
-import type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
-import type { PruneResult } from './operations/prune.js';
-import type { PauseOptions } from './operations/queue-settings.js';
-import type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
-import { type RecoverOptions, recoverExpired } from './operations/recovery.js';
-import type { RefusalCount } from './operations/refusals.js';
-import type { ReplayFilter, ReplayOptions, ReplayResult } from './operations/replay.js';
-import type { LaneRotationResult } from './operations/rotate-lanes.js';
-import type { RunUntilIdleOptions } from './operations/run-until-idle.js';
-import type { ScheduleInfo, ScheduleOptions, SchedulerResult } from './operations/schedules.js';
-import type { LeaseholdStats, StatsOptions } from './operations/stats.js';
-import {
-  type EnqueueAndWaitOptions,
-  enqueueAndWait,
-  type WaitForOptions,
-  type WaitForResult,
-  waitFor,
-} from './operations/wait-for.js';
+} from './operations/worker/leases.js';
+import { type RecoverOptions, recoverExpired } from './operations/worker/recovery.js';
+import type { RefusalCount } from './operations/worker/refusals.js';
+import type { RunUntilIdleOptions } from './operations/worker/run-until-idle.js';
 import type { IdleRunResult } from './runtime/idle-run.js';
 import type { AnyTask, TaskPayload, TaskResult } from './runtime/task.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
@@ -493,7 +493,7 @@ export class Leasehold {
    */
   sendEvent(name: string, event: SendEventInput, options?: { client?: Queryable }): Promise<SendEventResult> {
     return publicCall(this.#context, 'sendEvent', () =>
-      import('./operations/events.js').then((events) =>
+      import('./operations/producer/events.js').then((events) =>
         events.sendEvent(this.#context, name, event, options),
       ),
     );

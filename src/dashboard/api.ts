@@ -6,26 +6,26 @@ import {
   beginBulk,
   bulkActions,
   previewBulk,
-} from '../operations/bulk.js';
-import { cancel } from '../operations/cancel.js';
-import { listDead } from '../operations/dead.js';
-import { enqueue } from '../operations/enqueue.js';
-import { enqueueTask } from '../operations/enqueue-task.js';
-import { getFlow } from '../operations/flows.js';
-import { jobEffects } from '../operations/job-effects.js';
-import { getJob } from '../operations/jobs.js';
-import { MetricsRollupService, readMetricsHistory } from '../operations/metrics-history.js';
+} from '../operations/operator/bulk.js';
+import { cancel } from '../operations/operator/cancel.js';
+import { listDead } from '../operations/operator/dead.js';
+import { jobEffects } from '../operations/operator/job-effects.js';
+import { getJob } from '../operations/operator/jobs.js';
 import {
   type OperatorActionOptions,
   operatorActions,
   pauseQueueAudited,
   pauseScheduleAudited,
-} from '../operations/operator-actions.js';
-import { blockedKeys } from '../operations/ordering.js';
-import { replay } from '../operations/replay.js';
-import { listSchedules } from '../operations/schedules.js';
-import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/search.js';
-import { readStats } from '../operations/stats.js';
+} from '../operations/operator/operator-actions.js';
+import { blockedKeys } from '../operations/operator/ordering.js';
+import { replay } from '../operations/operator/replay.js';
+import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/operator/search.js';
+import { enqueue } from '../operations/producer/enqueue.js';
+import { enqueueTask } from '../operations/producer/enqueue-task.js';
+import { getFlow } from '../operations/producer/flows.js';
+import { listSchedules } from '../operations/producer/schedules.js';
+import { MetricsRollupService, readMetricsHistory } from '../operations/queues/metrics-history.js';
+import { readStats } from '../operations/queues/stats.js';
 import type { AnyTask } from '../runtime/task.js';
 
 /**

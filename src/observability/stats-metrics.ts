@@ -1,8 +1,8 @@
 import { Counter, Gauge, type Registry, register } from 'prom-client';
 import { contextOf, type Leasehold } from '../client.js';
 import type { LeaseholdContext } from '../context.js';
-import { type LeaseholdStats, readStats, type StatsOptions } from '../operations/stats.js';
-import type { ThrottleStats } from '../operations/throttle-stats.js';
+import { type LeaseholdStats, readStats, type StatsOptions } from '../operations/queues/stats.js';
+import type { ThrottleStats } from '../operations/queues/throttle-stats.js';
 
 /** Options of `createStatsMetrics`. */
 export interface StatsMetricsOptions {

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { cancel } from '../../operations/cancel.js';
+import { cancel } from '../../operations/operator/cancel.js';
 import {
   type AdminFlags,
   actorOption,

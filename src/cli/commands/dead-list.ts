@@ -1,6 +1,6 @@
 import { Command } from 'commander';
-import { listDead } from '../../operations/dead.js';
-import { assertKnownQueue } from '../../operations/known-queues.js';
+import { listDead } from '../../operations/operator/dead.js';
+import { assertKnownQueue } from '../../operations/queues/known-queues.js';
 import {
   type AdminFlags,
   addAdminOptions,

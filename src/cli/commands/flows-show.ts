@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { type FlowView, getFlow } from '../../operations/flows.js';
+import { type FlowView, getFlow } from '../../operations/producer/flows.js';
 import {
   type AdminFlags,
   addAdminOptions,

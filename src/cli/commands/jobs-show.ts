@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import type { JobEvent, JobWithHistory } from '../../job-history.js';
-import { getJob } from '../../operations/jobs.js';
+import { getJob } from '../../operations/operator/jobs.js';
 import {
   type AdminFlags,
   addAdminOptions,

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { setQueuePaused } from '../../operations/queue-settings.js';
+import { setQueuePaused } from '../../operations/queues/queue-settings.js';
 import {
   type AdminFlags,
   addAdminOptions,

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
-import { blockedKeys } from '../../operations/ordering.js';
-import { queueSummaries } from '../../operations/queues.js';
+import { blockedKeys } from '../../operations/operator/ordering.js';
+import { queueSummaries } from '../../operations/queues/queues.js';
 import {
   type AdminFlags,
   addAdminOptions,

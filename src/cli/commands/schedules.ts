@@ -1,5 +1,10 @@
 import { Command } from 'commander';
-import { listSchedules, type ScheduleInfo, setPaused, unschedule } from '../../operations/schedules.js';
+import {
+  listSchedules,
+  type ScheduleInfo,
+  setPaused,
+  unschedule,
+} from '../../operations/producer/schedules.js';
 import {
   type AdminFlags,
   addAdminOptions,
