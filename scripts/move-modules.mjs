@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// Moves modules of src/ and rewrites every relative import of them (and theirs), so that a layout
+// Moves modules of src/ (or chaos/, bench/) and rewrites every relative import of them (and theirs), so that a layout
 // change is one reviewed mapping rather than hundreds of hand edits. Reads a mapping file, one move
-// a line: `src/old/path.ts src/new/path.ts` (blank lines and `#` comments skipped). It then:
+// a line: `src/old/path.ts src/new/path.ts` or `chaos/a.mjs chaos/faults/a.mjs` (blank lines and `#`
+// comments skipped). It then:
 // - `git mv`s each file;
 // - rewrites relative specifiers ('./x.js', '../y.ts', import('...'), new URL('...')) in the
 //   tracked .ts/.mjs/.js files of src/, test/, bench/, chaos/ and scripts/, whether the importer,
@@ -22,14 +23,23 @@ for (const line of readFileSync(resolve(process.argv[2]), 'utf8').split('\n')) {
   const text = line.replace(/#.*/, '').trim();
   if (!text) continue;
   const [from, to] = text.split(/\s+/);
-  if (!from?.startsWith('src/') || !to?.startsWith('src/') || !from.endsWith('.ts') || !to.endsWith('.ts')) {
-    throw new Error(`not a move of a src/ .ts file: ${line}`);
+  const ext = (path) => path?.match(/\.[a-z]+$/)?.[0];
+  if (
+    !from ||
+    !to ||
+    ext(from) !== ext(to) ||
+    !/^(src|chaos|bench)\//.test(from) ||
+    from.split('/')[0] !== to.split('/')[0]
+  ) {
+    throw new Error(`not a move within src/, chaos/ or bench/ keeping the file's ending: ${line}`);
   }
   moves.set(from, to);
 }
 // dist/ twins: tsc's per-module output, which tests, bench and chaos import.
 const twin = (path) => `dist/${path.slice('src/'.length).replace(/\.ts$/, '.js')}`;
-const distMoves = new Map([...moves].map(([from, to]) => [twin(from), twin(to)]));
+const distMoves = new Map(
+  [...moves].filter(([from]) => from.startsWith('src/')).map(([from, to]) => [twin(from), twin(to)]),
+);
 
 const tracked = git('ls-files', 'src', 'test', 'bench', 'chaos', 'scripts', '*.md')
   .split('\n')
@@ -87,10 +97,10 @@ for (const doc of docs) {
   let text = readFileSync(file, 'utf8');
   const before = text;
   for (const [from, to] of moves) {
-    const short = from.slice('src/'.length);
+    const short = from.startsWith('src/') ? from.slice('src/'.length) : from;
     text = text.replace(
       new RegExp(`(?<![\\w/.-])(src/)?${escapeRegExp(short)}`, 'g'),
-      (_m, src) => `${src ?? ''}${to.slice('src/'.length)}`,
+      (_m, src) => `${src ?? ''}${from.startsWith('src/') ? to.slice('src/'.length) : to}`,
     );
   }
   if (text !== before) {
