@@ -18,7 +18,7 @@ export interface AdminCommandSpec<Flags extends AdminFlags, T> {
   /** Adds the command's own arguments and options (listed before the shared connection options). */
   define?: (command: Command) => Command;
   /** Help printed after the options (a note, then examples), as given to `addHelpText('after')`. */
-  help: string;
+  help?: string;
   /** The operation, on a context opened for this run; `args` are the command's arguments. */
   run: (context: LeaseholdContext, args: string[], flags: Flags) => Promise<T>;
   /** When `run` answers null: the error's message (the thing asked for is not there). */
@@ -40,7 +40,7 @@ export function adminCommand<Flags extends AdminFlags, T>(
   const command = spec.define?.(new Command(spec.name)) ?? new Command(spec.name);
   command.description(spec.description);
   addAdminOptions(command);
-  command.addHelpText('after', spec.help);
+  if (spec.help !== undefined) command.addHelpText('after', spec.help);
   command.action(async (...params: unknown[]) => {
     // Commander calls the action with the arguments, then the options, then the command.
     const args = params.slice(0, -2) as string[];
