@@ -97,11 +97,12 @@ for (const doc of docs) {
   let text = readFileSync(file, 'utf8');
   const before = text;
   for (const [from, to] of moves) {
-    const short = from.startsWith('src/') ? from.slice('src/'.length) : from;
-    text = text.replace(
-      new RegExp(`(?<![\\w/.-])(src/)?${escapeRegExp(short)}`, 'g'),
-      (_m, src) => `${src ?? ''}${from.startsWith('src/') ? to.slice('src/'.length) : to}`,
-    );
+    const inSrc = from.startsWith('src/');
+    const short = inSrc ? from.slice('src/'.length) : from;
+    const shortTo = inSrc ? to.slice('src/'.length) : to;
+    // `src/old.ts` anywhere (a URL too), then the bare `old.ts` not inside a longer path or name.
+    if (inSrc) text = text.replace(new RegExp(`(?<![\\w.-])src/${escapeRegExp(short)}`, 'g'), to);
+    text = text.replace(new RegExp(`(?<![\\w/.-])${escapeRegExp(short)}`, 'g'), shortTo);
   }
   if (text !== before) {
     writeFileSync(file, text);

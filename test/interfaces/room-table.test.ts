@@ -48,21 +48,24 @@ describe('the room table (npm run lint)', () => {
 
   it('refuses an import the table does not allow: the dashboard reading storage directly', () => {
     const { src, doc } = scratchCopy();
-    prepend(join(src, 'dashboard/api.ts'), "import { listJobEffects } from '../storage/effects-read.js';");
+    prepend(join(src, 'dashboard/api.ts'), "import { run } from '../storage/db.js';");
     const { status, output } = check(src, doc);
     expect(status, output).toBe(1);
     expect(output).toContain(
-      'dashboard/api.ts imports storage/effects-read.ts: room dashboard may not import room storage',
+      'dashboard/api.ts imports storage/db.ts: room dashboard may not import room storage',
     );
   });
 
   it('counts a type-only import as an import', () => {
     const { src, doc } = scratchCopy();
-    prepend(join(src, 'migrations/migrator.ts'), "import type { Lease } from '../lease.js';");
+    prepend(
+      join(src, 'connection/settings.ts'),
+      "import type { loadOtel } from '../observability/tracing.js';",
+    );
     const { status, output } = check(src, doc);
     expect(status, output).toBe(1);
     expect(output).toContain(
-      'migrations/migrator.ts imports lease.ts: room migrations may not import room records',
+      'connection/settings.ts imports observability/tracing.ts: room connection may not import room tracing',
     );
   });
 
