@@ -265,7 +265,7 @@ export class Leasehold {
   /** Pages through dead jobs, newest death first, with their error summary (never payloads). */
   listDead(options: ListDeadOptions = {}): Promise<DeadJobPage> {
     return publicCall(this.#context, 'listDead', () =>
-      operatorCalls().then((calls) => calls.listDead(this.pool, this.schema, options)),
+      operatorCalls().then((calls) => calls.listDead(this.#context, options)),
     );
   }
 
@@ -288,9 +288,7 @@ export class Leasehold {
   /** Cancels a pending or running job (a running one's worker is fenced out); `JobStateError` when finished. */
   cancel(id: string | bigint | number, options: CancelOptions): Promise<CancelResult> {
     return publicCall(this.#context, 'cancel', () =>
-      operatorCalls().then((calls) =>
-        calls.cancel(this.pool, this.schema, id, joining(this.#context, options)),
-      ),
+      operatorCalls().then((calls) => calls.cancel(this.#context, id, joining(this.#context, options))),
     );
   }
 
@@ -307,14 +305,14 @@ export class Leasehold {
    */
   skip(id: string | bigint | number, options: SkipOptions): Promise<void> {
     return publicCall(this.#context, 'skip', () =>
-      operatorCalls().then((calls) => calls.skip(this.pool, this.schema, id, options)),
+      operatorCalls().then((calls) => calls.skip(this.#context, id, options)),
     );
   }
 
   /** Ordering keys blocked by a dead head, longest blocked first, with how many jobs wait behind. */
   blockedKeys(options: BlockedKeysOptions = {}): Promise<BlockedKey[]> {
     return publicCall(this.#context, 'blockedKeys', () =>
-      operatorCalls().then((calls) => calls.blockedKeys(this.pool, this.schema, options)),
+      operatorCalls().then((calls) => calls.blockedKeys(this.#context, options)),
     );
   }
 

@@ -36,12 +36,12 @@ export function dashboardApi(context: LeaseholdContext) {
   const { pool, schema } = context;
   return {
     stats: (options: Parameters<typeof readStats>[2]) => readStats(pool, schema, options),
-    blockedKeys: (options: Parameters<typeof blockedKeys>[2]) => blockedKeys(pool, schema, options),
-    listDead: (options: Parameters<typeof listDead>[2]) => listDead(pool, schema, options),
+    blockedKeys: (options: Parameters<typeof blockedKeys>[1]) => blockedKeys(context, options),
+    listDead: (options: Parameters<typeof listDead>[1]) => listDead(context, options),
     getJob: (id: string, options: { history: true }) => getJob(context, id, options),
     effects: (id: string) => jobEffects(context, id),
     replay: (ids: string[], options: Parameters<typeof replay>[3]) => replay(pool, schema, ids, options),
-    cancel: (id: string, options: Parameters<typeof cancel>[3]) => cancel(pool, schema, id, options),
+    cancel: (id: string, options: Parameters<typeof cancel>[2]) => cancel(context, id, options),
     search: (search: JobSearch, options: SearchOptions) => searchJobsPage(pool, schema, search, options),
     previewBulk: (action: BulkActionKind, search: JobSearch) => previewBulk(pool, schema, action, search),
     beginBulk: (action: BulkActionKind, search: JobSearch, options: BulkOptions) =>

@@ -32,7 +32,7 @@ Examples:
   $ leasehold cancel 42 --reason "customer withdrew the order"
   $ leasehold cancel 42 --reason "duplicate of 41" --actor alice --json`,
       run: (context, [id], flags) =>
-        cancel(context.pool, context.schema, id as string, {
+        cancel(context, id as string, {
           reason: flags.reason,
           ...(flags.actor !== undefined && { actor: flags.actor }),
         }),

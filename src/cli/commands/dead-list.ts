@@ -34,7 +34,7 @@ Examples:
       run: async (context, _args, flags) => {
         // A typo lists nothing and says nothing: refuse a queue that is not known instead.
         if (flags.queue !== undefined) await assertKnownQueue(context.pool, context.schema, flags.queue);
-        return listDead(context.pool, context.schema, {
+        return listDead(context, {
           ...(flags.queue !== undefined && { queue: flags.queue }),
           ...(flags.errorCode !== undefined && { errorCode: flags.errorCode }),
           ...(flags.before !== undefined && { before: flags.before }),

@@ -28,7 +28,7 @@ Examples:
   $ leasehold queues --blocked`,
       run: async (context, _args, flags) =>
         flags.blocked
-          ? { blocked: true, keys: await blockedKeys(context.pool, context.schema, {}) }
+          ? { blocked: true, keys: await blockedKeys(context, {}) }
           : { blocked: false, queues: await queueSummaries(context.pool, context.schema, undefined) },
       json: (answer) => (answer.blocked ? answer.keys : answer.queues),
       text: (answer) => (answer.blocked ? describeBlockedKeys(answer.keys) : describeQueues(answer.queues)),

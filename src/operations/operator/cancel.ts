@@ -1,3 +1,4 @@
+import type { LeaseholdContext } from '../../context.js';
 import { JobNotFoundError, JobStateError } from '../../errors.js';
 import { cancelJob } from '../../storage/cancel.js';
 import type { Queryable } from '../../storage/db.js';
@@ -22,11 +23,11 @@ export interface CancelResult {
 
 /** Cancels a pending or running job; a missing or finished job is a typed error. */
 export async function cancel(
-  db: Queryable,
-  schema: string,
+  context: LeaseholdContext,
   id: string | bigint | number,
   options: CancelOptions,
 ): Promise<CancelResult> {
+  const { pool: db, schema } = context;
   const jobId = assertJobId(id);
   const { client, ...rest } = (options ?? {}) as CancelOptions;
   const { reason, actor } = assertReasonAndActor(options === undefined || options === null ? options : rest);

@@ -1,5 +1,5 @@
+import type { LeaseholdContext } from '../../context.js';
 import { ValidationError } from '../../errors.js';
-import type { Queryable } from '../../storage/db.js';
 import { type DeadCursor, listDeadJobs } from '../../storage/dead.js';
 import {
   assertQueueName,
@@ -55,11 +55,8 @@ export interface DeadJobPage {
 const KNOWN = ['queue', 'errorCode', 'before', 'limit', 'cursor'];
 
 /** Validates the options and reads one page. */
-export async function listDead(
-  db: Queryable,
-  schema: string,
-  options: ListDeadOptions,
-): Promise<DeadJobPage> {
+export async function listDead(context: LeaseholdContext, options: ListDeadOptions): Promise<DeadJobPage> {
+  const { pool: db, schema } = context;
   if (typeof options !== 'object' || options === null)
     throw new ValidationError('options', 'must be an object');
   rejectUnknownOptions(options, KNOWN, 'options');

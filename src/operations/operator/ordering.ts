@@ -1,5 +1,5 @@
+import type { LeaseholdContext } from '../../context.js';
 import { JobNotFoundError, JobStateError, ValidationError } from '../../errors.js';
-import type { Queryable } from '../../storage/db.js';
 import { listBlockedKeys } from '../../storage/ordering.js';
 import { skipJob } from '../../storage/skip.js';
 import {
@@ -44,11 +44,11 @@ export interface BlockedKey {
 
 /** Skips a dead job (dead -> cancelled) so its ordering key moves on; a typed error otherwise. */
 export async function skip(
-  db: Queryable,
-  schema: string,
+  context: LeaseholdContext,
   id: string | bigint | number,
   options: SkipOptions,
 ): Promise<void> {
+  const { pool: db, schema } = context;
   const jobId = assertJobId(id);
   const { reason, actor } = assertReasonAndActor(options);
   const found = await skipJob(db, schema, jobId, { actor, reason });
@@ -60,10 +60,10 @@ export async function skip(
 
 /** Lists ordering keys blocked by a dead head, longest blocked first. */
 export async function blockedKeys(
-  db: Queryable,
-  schema: string,
+  context: LeaseholdContext,
   options: BlockedKeysOptions,
 ): Promise<BlockedKey[]> {
+  const { pool: db, schema } = context;
   if (typeof options !== 'object' || options === null)
     throw new ValidationError('options', 'must be an object');
   rejectUnknownOptions(options, ['queue', 'limit'], 'options');
