@@ -1,16 +1,25 @@
 #!/usr/bin/env node
 // `npm run lint` runs this: fails on any import circle among the files of `src/` (type-only
-// imports and re-exports included, since they tie modules together just as much for a reader),
-// and on any `src/` file longer than MAX_LINES. Imports are read with the TypeScript compiler's own
-// pre-processor (already a devDependency), so no file is executed and nothing needs a network.
+// imports, re-exports and dynamic imports included, since they tie modules together just as much
+// for a reader), on any import from one room to another that the room table of
+// docs/architecture.md does not allow (see rooms.mjs), and on any `src/` file longer than
+// MAX_LINES unless it is a file of forwards only (see forwards.mjs). Imports are read with the
+// TypeScript compiler's own pre-processor (already a devDependency), so no file is executed and
+// nothing needs a network.
+//
+// Usage: node scripts/check-import-cycles.mjs [srcDir] [roomTable.md]
+// (defaults: src/ and docs/architecture.md; the tests run it on a scratch copy).
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { FORWARDS_MAX_LINES, isForwardsOnly } from './forwards.mjs';
+import { readRoomTable, roomOf } from './rooms.mjs';
 
 const MAX_LINES = 400;
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const srcDir = join(root, process.argv[2] ?? 'src');
+const srcDir = resolve(root, process.argv[2] ?? 'src');
+const tablePath = resolve(root, process.argv[3] ?? 'docs/architecture.md');
 
 function listFiles(dir) {
   const files = [];
@@ -36,15 +45,28 @@ const files = listFiles(srcDir).sort();
 const known = new Set(files);
 const graph = new Map();
 const problems = [];
+const rooms = readRoomTable(readFileSync(tablePath, 'utf8'), relative(root, tablePath));
+const shown = (file) => relative(srcDir, file);
 for (const file of files) {
   const text = readFileSync(file, 'utf8');
   const lines = text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
-  if (lines > MAX_LINES) problems.push(`${relative(root, file)}: ${lines} lines (limit ${MAX_LINES})`);
+  if (lines > MAX_LINES && !(lines <= FORWARDS_MAX_LINES && isForwardsOnly(text, file))) {
+    problems.push(`${relative(root, file)}: ${lines} lines (limit ${MAX_LINES})`);
+  }
+  const from = roomOf(rooms, shown(file));
+  if (!from) problems.push(`${shown(file)}: in no room of the room table (${rooms.source}); add it to one`);
   const { importedFiles } = ts.preProcessFile(text, true, true);
   const targets = new Set();
   for (const { fileName } of importedFiles) {
     const target = resolveImport(file, fileName, known);
-    if (target) targets.add(target);
+    if (!target) continue;
+    targets.add(target);
+    const to = roomOf(rooms, shown(target));
+    if (from && to && from !== to && !from.mayImport.has(to.name)) {
+      problems.push(
+        `${shown(file)} imports ${shown(target)}: room ${from.name} may not import room ${to.name} (${rooms.source})`,
+      );
+    }
   }
   graph.set(file, [...targets].sort());
 }
@@ -101,5 +123,5 @@ if (problems.length > 0) {
   process.exit(1);
 }
 console.log(
-  `check-import-cycles: ${files.length} files in ${relative(root, srcDir)}/, no import circles, none over ${MAX_LINES} lines`,
+  `check-import-cycles: ${files.length} files in ${relative(root, srcDir)}/ in ${rooms.rooms.length} rooms, no import circles, no import the room table refuses, none over ${MAX_LINES} lines but files of forwards`,
 );

@@ -1,40 +1,11 @@
-import type pg from 'pg';
 import type { BackoffOptions } from './config.js';
-import type { TargetSessionAttrs } from './connection/settings.js';
+import type { ConnectionOptions } from './connection/client-connections.js';
 import type { Queryable } from './storage/db.js';
 
-/** Options of a `Leasehold` client. */
-export interface LeaseholdOptions {
-  /**
-   * PostgreSQL connection string; defaults to `DATABASE_URL`. Ignored when `pool` is given. May list
-   * several hosts as libpq does (`postgres://u@a:5432,b:5432/db?target_session_attrs=read-write`):
-   * see `hosts`.
-   */
-  connectionString?: string;
-  /**
-   * Servers to try in order (a primary and its standbys), beside a `connectionString` giving the
-   * user, database and TLS settings. Each new connection goes to the one that fits
-   * `targetSessionAttrs`, and after a failover to the new one. See docs/operations.md.
-   */
-  hosts?: readonly { host: string; port?: number }[];
-  /**
-   * Which host of a list to use, as libpq's `target_session_attrs`: `any` (default: the first that
-   * answers), `read-write` (sessions may write) or `primary` (not in recovery). Overrides the URL's.
-   */
-  targetSessionAttrs?: TargetSessionAttrs;
-  /**
-   * Longest a statement may run on the pool Leasehold creates, in ms (default 30 s, the default
-   * lease of a worker; 0: no limit). Set as `statement_timeout` on each connection (not behind a
-   * transaction-mode pooler), and 5 s later the client gives up on a statement that got no answer at
-   * all (a dead connection): it fails, and a lost outcome write is looked up before it is resent.
-   */
-  statementTimeoutMs?: number;
-  /** Longest one connection attempt to one host may take, in ms (default 10 s). */
-  connectTimeoutMs?: number;
-  /** A pool of your own; Leasehold then never ends it. */
-  pool?: pg.Pool;
-  /** Connections in the pool Leasehold creates (default 10). */
-  poolSize?: number;
+export type { Queryable } from './storage/db.js';
+
+/** Options of a `Leasehold` client (how it connects: `ConnectionOptions`, documented there). */
+export interface LeaseholdOptions extends ConnectionOptions {
   /** The PostgreSQL schema holding Leasehold's tables (default `leasehold`). */
   schema?: string;
   /** Retry backoff for failures and expired leases. */

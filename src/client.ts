@@ -8,37 +8,73 @@ import type {
   FailOptions,
   LeaseholdOptions,
   PruneOptions,
+  Queryable,
 } from './client-options.js';
-import { LeaseholdWorkflows } from './client-workflows.js';
 import type { BackoffOptions } from './config.js';
-import type { OutstandingStatement } from './connection/statement-watch.js';
-import { assertOpen, closeContext, joining, type LeaseholdContext, publicCall } from './context.js';
-import { contextOf } from './context-of.js';
+import {
+  assertOpen,
+  closeContext,
+  joining,
+  type LeaseholdContext,
+  publicCall,
+  resolveContext,
+} from './context.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
-import type { LaneRotationResult } from './maintenance/lane-rotation.js';
-import type { PruneResult } from './maintenance/retention.js';
-import type { MigrateResult } from './migrations/migrator.js';
-import type { CancelOptions, CancelResult } from './operations/cancel.js';
-import type { DeadJobPage, ListDeadOptions } from './operations/dead.js';
-import { enqueue, enqueueMany } from './operations/enqueue.js';
-import { enqueueTask, enqueueTaskMany } from './operations/enqueue-task.js';
-import type { HealthReport, HealthRules } from './operations/health.js';
-import { claim, complete, completeMany, fail, heartbeat, snooze } from './operations/leases.js';
-import type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
-import type { PauseOptions } from './operations/queue-settings.js';
-import type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
-import { type RecoverOptions, recoverExpired } from './operations/recovery.js';
-import type { ReplayFilter, ReplayOptions, ReplayResult } from './operations/replay.js';
-import type { LeaseholdStats, StatsOptions } from './operations/stats.js';
-import type { AnyTask, TaskPayload } from './runtime/task.js';
+import type { CancelOptions, CancelResult } from './operations/operator/cancel.js';
+import type { DeadJobPage, ListDeadOptions } from './operations/operator/dead.js';
+import type { Job } from './operations/operator/jobs.js';
+import type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/operator/ordering.js';
+import type { ReplayFilter, ReplayOptions, ReplayResult } from './operations/operator/replay.js';
+import { enqueue, enqueueMany } from './operations/producer/enqueue.js';
+import { enqueueTask, enqueueTaskMany } from './operations/producer/enqueue-task.js';
+import type { SendEventInput, SendEventResult } from './operations/producer/events.js';
+import type { BlockedFlow, EnqueueFlowResult, FlowNode, FlowView } from './operations/producer/flows.js';
+import type { ScheduleInfo, ScheduleOptions, SchedulerResult } from './operations/producer/schedules.js';
+import {
+  type EnqueueAndWaitOptions,
+  enqueueAndWait,
+  type WaitForOptions,
+  type WaitForResult,
+  waitFor,
+} from './operations/producer/wait-for.js';
+import type { PauseOptions } from './operations/queues/queue-settings.js';
+import type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues/queues.js';
+import type { LeaseholdStats, StatsOptions } from './operations/queues/stats.js';
+import type { HealthReport, HealthRules, OutstandingStatement } from './operations/schema/health.js';
+import type { MigrateResult } from './operations/schema/migrate.js';
+import type { PruneResult } from './operations/schema/prune.js';
+import type { LaneRotationResult } from './operations/schema/rotate-lanes.js';
+import {
+  claim,
+  complete,
+  completeMany,
+  type FailOutcome,
+  fail,
+  heartbeat,
+  snooze,
+} from './operations/worker/leases.js';
+import { type RecoverOptions, recoverExpired } from './operations/worker/recovery.js';
+import type { RefusalCount } from './operations/worker/refusals.js';
+import type { RunUntilIdleOptions } from './operations/worker/run-until-idle.js';
+import type { IdleRunResult } from './runtime/idle-run.js';
+import type { AnyTask, TaskPayload, TaskResult } from './runtime/task.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
-import type { Queryable } from './storage/db.js';
-import type { FailOutcome } from './storage/fail.js';
-import { type Job, type RefusalCount, readRefusals } from './storage/read.js';
 
 // The calls a producer or a worker never makes load on the first one (see operator-calls.ts).
 const operatorCalls = () => import('./operator-calls.js');
+
+// Reads a client's private context: set by the class's static block, the one place that can.
+let readContext: (client: Leasehold) => LeaseholdContext;
+
+/**
+ * The context of a client, or `source` itself when it is one: for the code that is handed either
+ * (the dashboard, the stats metrics, tests). The context stays off the client's public surface, as
+ * it holds connection settings.
+ */
+export function contextOf(source: Leasehold | LeaseholdContext): LeaseholdContext {
+  return source instanceof Leasehold ? readContext(source) : source;
+}
 
 export type {
   ClaimOptions,
@@ -56,18 +92,22 @@ export type TaskItem<T extends AnyTask> = Omit<EnqueueItem, 'payload'> & { paylo
 /**
  * The Leasehold client: enqueue work, claim it under an expiring lease, and report outcomes that
  * are accepted only while that lease is current. Every method forwards to the module of its call
- * (src/operations/), over the context resolved once from the options (src/context.ts).
+ * (src/operations/), over the context resolved once from the options (src/context.ts). A file of
+ * forwards only (scripts/forwards.mjs states the rule that lets it pass the length bound).
  */
-export class Leasehold extends LeaseholdWorkflows {
+export class Leasehold {
   /** The validated schema name. */
   readonly schema: string;
   /** The pool every statement runs on (unless a call passes its own client); pass it to metrics. */
   readonly pool: pg.Pool;
   readonly #context: LeaseholdContext;
 
+  static {
+    readContext = (client) => client.#context;
+  }
+
   constructor(options: LeaseholdOptions = {}) {
-    super(options);
-    this.#context = contextOf<LeaseholdContext>(this);
+    this.#context = resolveContext(options);
     this.schema = this.#context.schema;
     this.pool = this.#context.pool;
   }
@@ -100,7 +140,7 @@ export class Leasehold extends LeaseholdWorkflows {
   /** Creates or upgrades the schema; safe to call from many processes at once. */
   migrate(): Promise<MigrateResult> {
     return publicCall(this.#context, 'migrate', () =>
-      operatorCalls().then((calls) => calls.migrate(this.pool, this.schema)),
+      operatorCalls().then((calls) => calls.migrate(this.#context)),
     );
   }
 
@@ -205,7 +245,7 @@ export class Leasehold extends LeaseholdWorkflows {
    */
   rotateLanes(): Promise<LaneRotationResult> {
     return publicCall(this.#context, 'rotateLanes', () =>
-      operatorCalls().then((calls) => calls.rotateLanes(this.pool, this.schema)),
+      operatorCalls().then((calls) => calls.rotateLanes(this.#context)),
     );
   }
 
@@ -225,7 +265,7 @@ export class Leasehold extends LeaseholdWorkflows {
   /** Pages through dead jobs, newest death first, with their error summary (never payloads). */
   listDead(options: ListDeadOptions = {}): Promise<DeadJobPage> {
     return publicCall(this.#context, 'listDead', () =>
-      operatorCalls().then((calls) => calls.listDead(this.pool, this.schema, options)),
+      operatorCalls().then((calls) => calls.listDead(this.#context, options)),
     );
   }
 
@@ -248,9 +288,7 @@ export class Leasehold extends LeaseholdWorkflows {
   /** Cancels a pending or running job (a running one's worker is fenced out); `JobStateError` when finished. */
   cancel(id: string | bigint | number, options: CancelOptions): Promise<CancelResult> {
     return publicCall(this.#context, 'cancel', () =>
-      operatorCalls().then((calls) =>
-        calls.cancel(this.pool, this.schema, id, joining(this.#context, options)),
-      ),
+      operatorCalls().then((calls) => calls.cancel(this.#context, id, joining(this.#context, options))),
     );
   }
 
@@ -267,14 +305,14 @@ export class Leasehold extends LeaseholdWorkflows {
    */
   skip(id: string | bigint | number, options: SkipOptions): Promise<void> {
     return publicCall(this.#context, 'skip', () =>
-      operatorCalls().then((calls) => calls.skip(this.pool, this.schema, id, options)),
+      operatorCalls().then((calls) => calls.skip(this.#context, id, options)),
     );
   }
 
   /** Ordering keys blocked by a dead head, longest blocked first, with how many jobs wait behind. */
   blockedKeys(options: BlockedKeysOptions = {}): Promise<BlockedKey[]> {
     return publicCall(this.#context, 'blockedKeys', () =>
-      operatorCalls().then((calls) => calls.blockedKeys(this.pool, this.schema, options)),
+      operatorCalls().then((calls) => calls.blockedKeys(this.#context, options)),
     );
   }
 
@@ -339,7 +377,9 @@ export class Leasehold extends LeaseholdWorkflows {
 
   /** Lost-fence attempts counted so far, per queue and operation. */
   leaseRefusals(): Promise<RefusalCount[]> {
-    return publicCall(this.#context, 'leaseRefusals', () => readRefusals(this.pool, this.schema));
+    return publicCall(this.#context, 'leaseRefusals', () =>
+      operatorCalls().then((calls) => calls.leaseRefusals(this.#context)),
+    );
   }
 
   /** Database-derived gauges per queue in one bounded, index-served snapshot: safe to poll every few seconds. */
@@ -368,7 +408,137 @@ export class Leasehold extends LeaseholdWorkflows {
 
   /** Creates a worker that runs handlers for the given queues and tasks. Call `start()` on it. */
   worker(options: WorkerOptions): Worker {
-    assertOpen(this.#context, 'worker');
-    return new Worker(this.#context, options);
+    return new Worker(assertOpen(this.#context, 'worker'), options);
+  }
+
+  /**
+   * Creates or updates the cron schedule `name` (kept in the database, so every process sees it):
+   * each tick enqueues exactly one job to the task or queue, fired by every worker's scheduler.
+   * Cron, zone, payload (by the task's schema) and job fields are checked now (`ValidationError`).
+   */
+  schedule(name: string, options: ScheduleOptions): Promise<ScheduleInfo> {
+    return publicCall(this.#context, 'schedule', () =>
+      operatorCalls().then((calls) => calls.schedule(this.#context, name, options)),
+    );
+  }
+
+  /** Removes a schedule (jobs it fired stay); false when none had that name. */
+  unschedule(name: string): Promise<boolean> {
+    return publicCall(this.#context, 'unschedule', () =>
+      operatorCalls().then((calls) => calls.unschedule(this.#context, name)),
+    );
+  }
+
+  /** Every schedule in name order, with its next and last tick and paused flag. */
+  schedules(options?: { limit?: number }): Promise<ScheduleInfo[]> {
+    return publicCall(this.#context, 'schedules', () =>
+      operatorCalls().then((calls) => calls.listSchedules(this.#context, options)),
+    );
+  }
+
+  /** Stops a schedule firing; `ValidationError` when none has that name. */
+  pauseSchedule(name: string): Promise<ScheduleInfo> {
+    return publicCall(this.#context, 'pauseSchedule', () =>
+      operatorCalls().then((calls) => calls.setPaused(this.#context, name, true)),
+    );
+  }
+
+  /** Lets a paused schedule fire again, from its next tick on (ticks named while paused do not fire). */
+  resumeSchedule(name: string): Promise<ScheduleInfo> {
+    return publicCall(this.#context, 'resumeSchedule', () =>
+      operatorCalls().then((calls) => calls.setPaused(this.#context, name, false)),
+    );
+  }
+
+  /** One scheduler pass now (workers run one every second): fires every due tick, one job each. */
+  runSchedules(): Promise<SchedulerResult> {
+    return publicCall(this.#context, 'runSchedules', () =>
+      operatorCalls().then((calls) => calls.runSchedules(this.#context)),
+    );
+  }
+
+  // Flows (issue 16): jobs that depend on jobs.
+
+  /**
+   * Enqueues a graph of jobs in one statement, all or nothing (joining `client`'s transaction): a
+   * job runs once every job it `dependsOn` succeeded. Cycles, unknown or duplicate refs and graphs
+   * over the bounds are a `ValidationError`, nothing written. Returns the job ids by ref.
+   */
+  enqueueFlow(nodes: readonly FlowNode[], options?: { client?: Queryable }): Promise<EnqueueFlowResult> {
+    return publicCall(this.#context, 'enqueueFlow', () =>
+      operatorCalls().then((calls) => calls.enqueueFlow(this.#context, nodes, options)),
+    );
+  }
+
+  /** The flow holding job `id`: every node with its status and parents; null when none. */
+  getFlow(id: string | bigint | number): Promise<FlowView | null> {
+    return publicCall(this.#context, 'getFlow', () =>
+      operatorCalls().then((calls) => calls.getFlow(this.#context, id)),
+    );
+  }
+
+  /** Flows stalled on a dead or cancelled job, longest stalled first: replay the job to resume. */
+  blockedFlows(options?: { limit?: number }): Promise<BlockedFlow[]> {
+    return publicCall(this.#context, 'blockedFlows', () =>
+      operatorCalls().then((calls) => calls.blockedFlows(this.#context, options)),
+    );
+  }
+
+  /**
+   * Sends event `name` with `key` and a JSON `payload` (at most 1 MiB): every job waiting on that
+   * name and key (`job.waitForEvent`) resumes with it, once; a wait that begins within 24 h after
+   * finds it too. With `client`, sent in that transaction (a rollback wakes nothing).
+   */
+  sendEvent(name: string, event: SendEventInput, options?: { client?: Queryable }): Promise<SendEventResult> {
+    return publicCall(this.#context, 'sendEvent', () =>
+      import('./operations/producer/events.js').then((events) =>
+        events.sendEvent(this.#context, name, event, options),
+      ),
+    );
+  }
+
+  /**
+   * Recovers expired leases, then runs the given queues and tasks (as a worker would) until none
+   * has a job claimable now (database time) or `maxJobs` / `maxMs` is hit; unstarted leases are
+   * handed back. Resolves with what ran: `{ succeeded, failed, dead, snoozed, lost, recovered, endedBy }`.
+   */
+  runUntilIdle(options: RunUntilIdleOptions): Promise<IdleRunResult> {
+    return publicCall(this.#context, 'runUntilIdle', () =>
+      operatorCalls().then((calls) => calls.runUntilIdle(this.#context, options)),
+    );
+  }
+
+  /**
+   * Resolves `{ id, status: 'succeeded', result }` once the job has succeeded; rejects with
+   * `JobDeadError` / `JobCancelledError` (its last error summary), `JobNotFoundError`,
+   * `WaitTimeoutError` after `timeoutMs`, or `WaitAbortedError` when `signal` aborts. Wakes on a
+   * notification from the statement that ends the job, and polls (1 s) in case one is lost.
+   */
+  waitFor<Result = unknown>(
+    id: string | bigint | number,
+    options?: WaitForOptions,
+  ): Promise<WaitForResult<Result>> {
+    return publicCall(
+      this.#context,
+      'waitFor',
+      () => waitFor(this.#context, id, options) as Promise<WaitForResult<Result>>,
+    );
+  }
+
+  /** Enqueues, then waits for the job as `waitFor` does; for a task, `result` is typed by its handler. */
+  enqueueAndWait<T extends AnyTask>(
+    task: T,
+    payload: TaskPayload<T>,
+    options?: EnqueueAndWaitOptions,
+  ): Promise<WaitForResult<TaskResult<T>>>;
+  enqueueAndWait(queue: string, payload: unknown, options?: EnqueueAndWaitOptions): Promise<WaitForResult>;
+  enqueueAndWait(
+    target: string | AnyTask,
+    payload: unknown,
+    options?: EnqueueAndWaitOptions,
+  ): Promise<WaitForResult> {
+    return publicCall(this.#context, 'enqueueAndWait', () =>
+      enqueueAndWait(this.#context, target, payload, options),
+    );
   }
 }

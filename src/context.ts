@@ -4,7 +4,6 @@ import { resolveBackoff } from './config.js';
 import { resolveClientConnections } from './connection/client-connections.js';
 import type { ListenConnection } from './connection/leasehold-pool.js';
 import type { StatementWatch } from './connection/statement-watch.js';
-import { contextOf as findContext } from './context-of.js';
 import {
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_SCHEMA,
@@ -180,9 +179,13 @@ export function publicCall<T>(
   });
 }
 
-/** Throws `ClientClosedError` when the client of `context` was closed (for calls that return no promise). */
-export function assertOpen(context: LeaseholdContext, operation: string): void {
+/**
+ * Throws `ClientClosedError` when the client of `context` was closed (for calls that return no
+ * promise); returns the context, so a forward can check and use it in one expression.
+ */
+export function assertOpen(context: LeaseholdContext, operation: string): LeaseholdContext {
   if (closed.has(context)) throw new ClientClosedError(operation);
+  return context;
 }
 
 /** Sends pending wake-ups, ends open waits, and ends the pool if the context created it. */
@@ -214,11 +217,4 @@ export function joining<T>(context: LeaseholdContext, options: T): T {
   const client = (options as { client?: unknown } | null | undefined)?.client;
   if (typeof client === 'object' && client !== null) connectionFor(context, client as Queryable);
   return options;
-}
-
-export { attachContext } from './context-of.js';
-
-/** The context of a client (or `source` itself when it is a context): see context-of.ts. */
-export function contextOf(source: object): LeaseholdContext {
-  return findContext<LeaseholdContext>(source);
 }

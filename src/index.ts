@@ -60,13 +60,18 @@ export { DEFAULT_PRUNE_INTERVAL_MS, DEFAULT_SUCCEEDED_RETENTION_MS } from './mai
 export type { ScheduledJob, SchedulerResult } from './maintenance/scheduler.js';
 export { DEFAULT_SCHEDULE_INTERVAL_MS, DEFAULT_SCHEDULE_LATE_AFTER_MS } from './maintenance/scheduler.js';
 export type { MigrateResult } from './migrations/migrator.js';
-export type { Logger, LogMethod } from './observability/logger.js';
-export { logWorkerEvents } from './observability/logger.js';
 export { dashboardHandler, startDashboard, startEmbeddedPostgres } from './on-demand.js';
-export type { CancelOptions, CancelResult } from './operations/cancel.js';
-export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/dead.js';
-export type { SendEventInput, SendEventResult } from './operations/events.js';
-export { MAX_FLOW_BYTES, MAX_FLOW_EDGES, MAX_FLOW_NODES } from './operations/flow-input.js';
+export type { CancelOptions, CancelResult } from './operations/operator/cancel.js';
+export type { DeadJobPage, DeadJobSummary, ListDeadOptions } from './operations/operator/dead.js';
+export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/operator/ordering.js';
+export type {
+  ReplayFilter,
+  ReplayOptions,
+  ReplayProgress,
+  ReplayResult,
+} from './operations/operator/replay.js';
+export type { SendEventInput, SendEventResult } from './operations/producer/events.js';
+export { MAX_FLOW_BYTES, MAX_FLOW_EDGES, MAX_FLOW_NODES } from './operations/producer/flow-input.js';
 export type {
   BlockedFlow,
   EnqueueFlowResult,
@@ -75,20 +80,17 @@ export type {
   FlowNodeView,
   FlowView,
   OnParentDead,
-} from './operations/flows.js';
-export type { HealthFailure, HealthReport, HealthRules } from './operations/health.js';
-export type { BlockedKey, BlockedKeysOptions, SkipOptions } from './operations/ordering.js';
-export type { PauseOptions } from './operations/queue-settings.js';
-export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues.js';
-export type { RateLimit } from './operations/rate-limits.js';
-export type { ReplayFilter, ReplayOptions, ReplayProgress, ReplayResult } from './operations/replay.js';
-export type { RunUntilIdleOptions } from './operations/run-until-idle.js';
+} from './operations/producer/flows.js';
 export type {
   CatchUp,
   ScheduleEnqueueOptions,
   ScheduleInfo,
   ScheduleOptions,
-} from './operations/schedules.js';
+} from './operations/producer/schedules.js';
+export type { EnqueueAndWaitOptions, WaitForOptions, WaitForResult } from './operations/producer/wait-for.js';
+export type { PauseOptions } from './operations/queues/queue-settings.js';
+export type { QueueConfig, QueueSettings, QueueSummary } from './operations/queues/queues.js';
+export type { RateLimit } from './operations/queues/rate-limits.js';
 export type {
   LeaseholdStats,
   QueueStats,
@@ -96,9 +98,10 @@ export type {
   StatsOptions,
   StepStat,
   TransitionStat,
-} from './operations/stats.js';
-export type { ThrottleStats } from './operations/throttle-stats.js';
-export type { EnqueueAndWaitOptions, WaitForOptions, WaitForResult } from './operations/wait-for.js';
+} from './operations/queues/stats.js';
+export type { ThrottleStats } from './operations/queues/throttle-stats.js';
+export type { HealthFailure, HealthReport, HealthRules } from './operations/schema/health.js';
+export type { RunUntilIdleOptions } from './operations/worker/run-until-idle.js';
 export type {
   BatchHandler,
   BatchJobContext,
@@ -148,6 +151,9 @@ export type { ClaimInfo, FlushInfo, OutcomeDetail } from './runtime/telemetry-ev
 export type { EventWaitResult, WaitForEventOptions } from './runtime/wait-event.js';
 export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
 export { Worker } from './runtime/worker.js';
+export type { WorkerJob } from './runtime/worker-events.js';
+export type { Logger, LogMethod } from './runtime/worker-logger.js';
+export { logWorkerEvents } from './runtime/worker-logger.js';
 export type { Queryable } from './storage/db.js';
 export type { FailOutcome } from './storage/fail.js';
 export type { Job, JobStatus, RefusalCount } from './storage/read.js';

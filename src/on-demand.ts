@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Leasehold } from './client.js';
-import { contextOf, type LeaseholdContext } from './context.js';
+import { contextOf, type Leasehold } from './client.js';
+import type { LeaseholdContext } from './context.js';
 import type { DashboardCore } from './dashboard/core.js';
 import type { DashboardHandlerOptions, DashboardRequestHandler } from './dashboard/handler-options.js';
 import type { Dashboard, DashboardOptions } from './dashboard/server.js';

@@ -147,7 +147,7 @@ function hotOperations(lh, schema, { leases, dead, parentLease, spanningLease })
       run: (db) => lh.replay({ queue: QUEUE }, { reason: 'check', client: db }),
     },
     {
-      // A bulk replay's batch, its filter naming the queue (src/operations/bulk.ts).
+      // A bulk replay's batch, its filter naming the queue (src/operations/operator/bulk.ts).
       name: 'replay (listed, queue known)',
       scope: 'queue',
       run: (db) =>

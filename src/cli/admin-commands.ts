@@ -4,11 +4,10 @@ import { cancelCommand } from './commands/cancel.js';
 import { deadCommand } from './commands/dead-list.js';
 import { flowsCommand } from './commands/flows-show.js';
 import { jobsCommand } from './commands/jobs-show.js';
-import { pauseCommand } from './commands/pause.js';
+import { pauseCommand, resumeCommand } from './commands/pause.js';
 import { pruneCommand } from './commands/prune.js';
 import { queuesCommand } from './commands/queues.js';
 import { replayCommand } from './commands/replay.js';
-import { resumeCommand } from './commands/resume.js';
 import { schedulesCommand } from './commands/schedules.js';
 import type { Interrupt } from './interrupt.js';
 

@@ -1,4 +1,4 @@
-import { formatMs } from '../operations/health.js';
+import { formatMs } from '../operations/schema/health.js';
 
 /** Formats rows as a plain-text table with a header, columns padded to their widest cell. */
 export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {

@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import type { LeaseholdOptions } from '../client-options.js';
 import { MAX_LEASE_MS } from '../config.js';
 import { DEFAULT_POOL_SIZE } from '../defaults.js';
 import { ValidationError } from '../errors.js';
@@ -12,7 +11,7 @@ import {
   listenConnectionFor,
   plainListenConnection,
 } from './leasehold-pool.js';
-import { resolveConnectionSettings } from './settings.js';
+import { resolveConnectionSettings, type TargetSessionAttrs } from './settings.js';
 import type { StatementWatch } from './statement-watch.js';
 
 /** What a client connects through, resolved from its options once. */
@@ -29,13 +28,50 @@ export interface ClientConnections {
 }
 
 /**
+ * How a client connects: the part of `LeaseholdOptions` this module reads, declared here (and
+ * extended by `LeaseholdOptions`) so that connection/ needs nothing from the rooms above it.
+ */
+export interface ConnectionOptions {
+  /**
+   * PostgreSQL connection string; defaults to `DATABASE_URL`. Ignored when `pool` is given. May list
+   * several hosts as libpq does (`postgres://u@a:5432,b:5432/db?target_session_attrs=read-write`):
+   * see `hosts`.
+   */
+  connectionString?: string;
+  /**
+   * Servers to try in order (a primary and its standbys), beside a `connectionString` giving the
+   * user, database and TLS settings. Each new connection goes to the one that fits
+   * `targetSessionAttrs`, and after a failover to the new one. See docs/operations.md.
+   */
+  hosts?: readonly { host: string; port?: number }[];
+  /**
+   * Which host of a list to use, as libpq's `target_session_attrs`: `any` (default: the first that
+   * answers), `read-write` (sessions may write) or `primary` (not in recovery). Overrides the URL's.
+   */
+  targetSessionAttrs?: TargetSessionAttrs;
+  /**
+   * Longest a statement may run on the pool Leasehold creates, in ms (default 30 s, the default
+   * lease of a worker; 0: no limit). Set as `statement_timeout` on each connection (not behind a
+   * transaction-mode pooler), and 5 s later the client gives up on a statement that got no answer at
+   * all (a dead connection): it fails, and a lost outcome write is looked up before it is resent.
+   */
+  statementTimeoutMs?: number;
+  /** Longest one connection attempt to one host may take, in ms (default 10 s). */
+  connectTimeoutMs?: number;
+  /** A pool of your own; Leasehold then never ends it. */
+  pool?: pg.Pool;
+  /** Connections in the pool Leasehold creates (default 10). */
+  poolSize?: number;
+}
+
+/**
  * Validates the connection options and builds the pool (unless the caller gave one) and the
  * listener's connect path. `listenUrl` is the direct LISTEN connection string, if any (option or
  * environment); `preparedStatements` false means a transaction-mode pooler, where no session
  * setting may be sent.
  */
 export function resolveClientConnections(
-  options: LeaseholdOptions,
+  options: ConnectionOptions,
   listenUrl: string | undefined,
   preparedStatements: boolean,
 ): ClientConnections {

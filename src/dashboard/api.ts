@@ -6,28 +6,27 @@ import {
   beginBulk,
   bulkActions,
   previewBulk,
-} from '../operations/bulk.js';
-import { cancel } from '../operations/cancel.js';
-import { listDead } from '../operations/dead.js';
-import { enqueue } from '../operations/enqueue.js';
-import { enqueueTask } from '../operations/enqueue-task.js';
-import { getFlow } from '../operations/flows.js';
-import { getJob } from '../operations/jobs.js';
-import { MetricsRollupService, readMetricsHistory } from '../operations/metrics-history.js';
+} from '../operations/operator/bulk.js';
+import { cancel } from '../operations/operator/cancel.js';
+import { listDead } from '../operations/operator/dead.js';
+import { jobEffects } from '../operations/operator/job-effects.js';
+import { getJob } from '../operations/operator/jobs.js';
 import {
   type OperatorActionOptions,
   operatorActions,
   pauseQueueAudited,
   pauseScheduleAudited,
-} from '../operations/operator-actions.js';
-import { blockedKeys } from '../operations/ordering.js';
-import { replay } from '../operations/replay.js';
-import { listSchedules } from '../operations/schedules.js';
-import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/search.js';
-import { readStats } from '../operations/stats.js';
+} from '../operations/operator/operator-actions.js';
+import { blockedKeys } from '../operations/operator/ordering.js';
+import { replay } from '../operations/operator/replay.js';
+import { type JobSearch, type SearchOptions, searchJobsPage } from '../operations/operator/search.js';
+import { enqueue } from '../operations/producer/enqueue.js';
+import { enqueueTask } from '../operations/producer/enqueue-task.js';
+import { getFlow } from '../operations/producer/flows.js';
+import { listSchedules } from '../operations/producer/schedules.js';
+import { MetricsRollupService, readMetricsHistory } from '../operations/queues/metrics-history.js';
+import { readStats } from '../operations/queues/stats.js';
 import type { AnyTask } from '../runtime/task.js';
-import { listJobEffects } from '../storage/effects-read.js';
-import { assertJobId } from '../validation.js';
 
 /**
  * The public calls the dashboard makes, bound to a context: the same functions `Leasehold`'s
@@ -37,12 +36,12 @@ export function dashboardApi(context: LeaseholdContext) {
   const { pool, schema } = context;
   return {
     stats: (options: Parameters<typeof readStats>[2]) => readStats(pool, schema, options),
-    blockedKeys: (options: Parameters<typeof blockedKeys>[2]) => blockedKeys(pool, schema, options),
-    listDead: (options: Parameters<typeof listDead>[2]) => listDead(pool, schema, options),
+    blockedKeys: (options: Parameters<typeof blockedKeys>[1]) => blockedKeys(context, options),
+    listDead: (options: Parameters<typeof listDead>[1]) => listDead(context, options),
     getJob: (id: string, options: { history: true }) => getJob(context, id, options),
-    effects: (id: string) => listJobEffects(pool, schema, assertJobId(id), 100),
+    effects: (id: string) => jobEffects(context, id),
     replay: (ids: string[], options: Parameters<typeof replay>[3]) => replay(pool, schema, ids, options),
-    cancel: (id: string, options: Parameters<typeof cancel>[3]) => cancel(pool, schema, id, options),
+    cancel: (id: string, options: Parameters<typeof cancel>[2]) => cancel(context, id, options),
     search: (search: JobSearch, options: SearchOptions) => searchJobsPage(pool, schema, search, options),
     previewBulk: (action: BulkActionKind, search: JobSearch) => previewBulk(pool, schema, action, search),
     beginBulk: (action: BulkActionKind, search: JobSearch, options: BulkOptions) =>

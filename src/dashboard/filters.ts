@@ -1,4 +1,4 @@
-import { SEARCH_FILTERS, SEARCH_STATUSES } from '../operations/search.js';
+import { SEARCH_FILTERS, SEARCH_STATUSES } from '../operations/operator/search.js';
 
 /** One control of the dashboard's search form. */
 export interface FilterControl {

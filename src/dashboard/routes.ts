@@ -1,6 +1,6 @@
 import { ValidationError } from '../errors.js';
-import type { BulkActionKind } from '../operations/bulk.js';
-import { type JobSearch, SEARCH_FILTERS } from '../operations/search.js';
+import type { BulkActionKind } from '../operations/operator/bulk.js';
+import { type JobSearch, SEARCH_FILTERS } from '../operations/operator/search.js';
 import type { AnyTask } from '../runtime/task.js';
 import type { DashboardApi } from './api.js';
 import { filterControls } from './filters.js';

@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import type { Leasehold } from '../client.js';
-import { contextOf, type LeaseholdContext } from '../context.js';
+import { contextOf, type Leasehold } from '../client.js';
+import type { LeaseholdContext } from '../context.js';
 import { ValidationError } from '../errors.js';
 import type { AnyTask } from '../runtime/task.js';
 import { rejectUnknownOptions } from '../unknown-options.js';

@@ -1,9 +1,8 @@
 import { Counter, Gauge, type Registry, register } from 'prom-client';
-import type { Leasehold } from '../client.js';
+import { contextOf, type Leasehold } from '../client.js';
 import type { LeaseholdContext } from '../context.js';
-import { contextOf } from '../context-of.js';
-import { type LeaseholdStats, readStats, type StatsOptions } from '../operations/stats.js';
-import type { ThrottleStats } from '../operations/throttle-stats.js';
+import { type LeaseholdStats, readStats, type StatsOptions } from '../operations/queues/stats.js';
+import type { ThrottleStats } from '../operations/queues/throttle-stats.js';
 
 /** Options of `createStatsMetrics`. */
 export interface StatsMetricsOptions {
@@ -32,7 +31,7 @@ export function createStatsMetrics(
   source: Leasehold | LeaseholdContext,
   options: StatsMetricsOptions = {},
 ): Registry {
-  const { pool, schema } = contextOf<LeaseholdContext>(source);
+  const { pool, schema } = contextOf(source);
   const registry = options.registry ?? register;
   // A second call on the same registry replaces the first's series (one client's stats per
   // registry: give each client its own registry to export two), rather than throwing on the names.

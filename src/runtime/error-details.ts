@@ -1,9 +1,8 @@
+import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../limits.js';
 import { bounded, sanitiseErrorCode } from '../validation.js';
 
-/** Longest stored error message, in characters. */
-export const MAX_ERROR_MESSAGE = 1000;
-/** Longest stored stack trace, in characters. */
-export const MAX_ERROR_STACK = 4000;
+/** The stored error's bounds (their home is limits.ts, which storage's functions share). */
+export { MAX_ERROR_MESSAGE, MAX_ERROR_STACK };
 
 /** Bounded diagnostics of an error, as stored on the job. */
 export interface ErrorDetails {

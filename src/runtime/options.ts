@@ -4,7 +4,6 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { type BackoffOptions, DEFAULT_BACKOFF, resolveBackoff } from '../config.js';
 import { WORKER_DEFAULTS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
-import type { Logger } from '../observability/logger.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertOwner, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
 import { type OutputLimits, resolveOutputLimits } from './job-output.js';
@@ -17,6 +16,7 @@ import {
   resolveQueue,
   type WorkerTask,
 } from './queue-options.js';
+import type { Logger } from './worker-logger.js';
 
 export type {
   BatchQueueOptions,

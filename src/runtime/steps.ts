@@ -1,17 +1,14 @@
 import { LeaseLostError, ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
+import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../limits.js';
 import type { Queryable } from '../storage/db.js';
 import { awaitSenders, beginWait, resolveWait } from '../storage/events.js';
 import { listSteps, type RecordedStep, recordStep } from '../storage/steps.js';
 import { serialisePayload } from '../validation.js';
 import { PermanentError, SnoozeError, StepOrderError } from './job-errors.js';
 
-/** Longest step or sleep name, in characters (before its `#n` occurrence number). */
-export const MAX_STEP_NAME = 100;
-/** Most steps and sleeps one job may record, over all its attempts. */
-export const MAX_STEPS = 1000;
-/** Longest `job.sleep`, in milliseconds: one year (a sleep costs a row, not a process). */
-export const MAX_SLEEP_MS = 365 * 86_400_000;
+/** The steps' bounds (their home is limits.ts, which storage's functions share). */
+export { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS };
 
 /** Error codes a job goes dead with when a step cannot be recorded. */
 export const STEP_ERROR_CODES = {

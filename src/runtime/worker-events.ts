@@ -5,7 +5,7 @@ import type { LaneRotationResult } from '../maintenance/lane-rotation.js';
 import type { RecoveryResult } from '../maintenance/recovery.js';
 import type { PruneResult } from '../maintenance/retention.js';
 import type { SchedulerResult } from '../maintenance/scheduler.js';
-import type { AbortReason, ActiveJob } from './job-context.js';
+import type { AbortReason } from './job-context.js';
 import type { LeaseLoss } from './lease-loss.js';
 import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js';
 
@@ -14,6 +14,22 @@ import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js'
  * metrics depend on this module, not on `Worker`, so the arrows between the runtime and
  * observability point one way.
  */
+
+/**
+ * The running job a worker event is about: what it is and where its run stands, read-only. (The
+ * worker's own bookkeeping for the run stays inside the runtime.)
+ */
+export interface WorkerJob {
+  readonly id: string;
+  readonly queue: string;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly owner: string;
+  /** When the run started, from `performance.now()`. */
+  readonly startedAt: number;
+  /** The handler has returned or thrown. */
+  readonly settled: boolean;
+}
 
 /** How one job's run ended, as the database accepted it (`lost`: refused or never sent). */
 export type OutcomeResult = 'completed' | 'retry' | 'dead' | 'snoozed' | 'lost';
@@ -40,20 +56,20 @@ export interface WorkerEventMap {
   /** `start()` began claiming: the owner, every queue served and which of them are tasks. */
   started: [info: { owner: string; queues: readonly string[]; tasks: readonly string[] }];
   /** A job's outcome was accepted. */
-  outcome: [job: ActiveJob, result: OutcomeResult, detail: OutcomeDetail];
+  outcome: [job: WorkerJob, result: OutcomeResult, detail: OutcomeDetail];
   /** A claim statement answered (for metrics: its duration, and how long each job had waited). */
   claimed: [queue: string, info: ClaimInfo];
   /** A batched outcome statement answered (for metrics: its duration). */
   flushed: [info: FlushInfo];
   /** A job's signal was aborted (cancelled while running, lease lost or lapsing, maximum runtime, shutdown). */
-  aborted: [job: ActiveJob, reason: AbortReason];
+  aborted: [job: WorkerJob, reason: AbortReason];
   /** A handler kept running after its signal was aborted; its slot stays taken until it returns. */
-  stuck: [job: ActiveJob];
+  stuck: [job: WorkerJob];
   /**
    * A run lost its lease (or passed its maximum runtime): once per run, with a message naming the
    * job and what to change. Without a listener or a `logger`, it goes to `process.emitWarning`.
    */
-  leaseLost: [job: ActiveJob, loss: LeaseLoss];
+  leaseLost: [job: WorkerJob, loss: LeaseLoss];
   /** The recovery sweep moved expired leases. */
   recovered: [result: RecoveryResult];
   /** A fairness pass raised long-waiting jobs' priority or repaired ordering keys. */

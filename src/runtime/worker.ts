@@ -1,9 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { plainListenConnection } from '../connection/leasehold-pool.js';
-import { contextOf } from '../context-of.js';
 import { LeaseholdError } from '../errors.js';
 import { leaseFromRow } from '../lease.js';
-import { assertLogger, logWorkerEvents } from '../observability/logger.js';
 import { loadOtel } from '../observability/tracing.js';
 import type { ClaimedRow } from '../storage/claim.js';
 import { wakeupChannel } from '../storage/enqueue.js';
@@ -33,6 +31,7 @@ import type { OutcomeDetail } from './telemetry-events.js';
 import { WorkerClaims } from './worker-claims.js';
 import type { WorkerContext } from './worker-context.js';
 import { countOutcome, type WorkerCounters, type WorkerEventMap, zeroCounters } from './worker-events.js';
+import { assertLogger, logWorkerEvents } from './worker-logger.js';
 import { WorkerMaintenance } from './worker-maintenance.js';
 
 // The detail of an outcome that has none (a completion): one shared, frozen object, not one per job.
@@ -81,14 +80,10 @@ export class Worker extends EventEmitter<WorkerEventMap> {
   #removeSignalHandlers: (() => void) | null = null;
   #idleRun: IdleRun | null = null;
 
-  /**
-   * Builds a worker on a resolved context (`lh.worker(options)` passes its client's); a
-   * `Leasehold` client is accepted too, for code written before the context existed.
-   */
-  constructor(context: WorkerContext | { readonly schema: string }, options: WorkerOptions) {
+  /** Builds a worker on a resolved context (`lh.worker(options)` passes its client's). */
+  constructor(ctx: WorkerContext, options: WorkerOptions) {
     super();
     const worker = this;
-    const ctx = contextOf<WorkerContext>(context);
     this.#context = ctx;
     this.#options = resolveWorkerOptions(options, ctx.backoff, ctx.listen);
     this.#store = jobStore(ctx, this.#options);

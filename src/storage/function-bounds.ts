@@ -11,9 +11,14 @@
  * test/hostile/hostile-roles.test.ts calls every function with each bound broken.
  */
 import { MAX_ATTEMPTS_LIMIT, MAX_LEASE_MS } from '../config.js';
-import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../runtime/error-details.js';
-import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../runtime/steps.js';
-import { MAX_EVENT_KEY } from '../runtime/wait-event.js';
+import {
+  MAX_ERROR_MESSAGE,
+  MAX_ERROR_STACK,
+  MAX_EVENT_KEY,
+  MAX_SLEEP_MS,
+  MAX_STEP_NAME,
+  MAX_STEPS,
+} from '../limits.js';
 import { MAX_BATCH, MAX_ENQUEUE_MANY, MAX_PAYLOAD_BYTES_LIMIT, PRIORITY_LIMIT } from '../validation.js';
 import { quoteIdent } from './db.js';
 import { wakeupChannel } from './enqueue.js';

@@ -44,13 +44,3 @@ export function refusalCountingCte(
     FROM refused_rows
   )`;
 }
-
-/** @deprecated The fence moved to `fence.ts`; these re-exports keep older imports working. */
-export {
-  FENCE_INPUT_ARRAYS,
-  FENCE_INPUT_COLUMNS,
-  type FenceRef,
-  fenceArrays,
-  fencedCte,
-  LEASE_FENCE,
-} from './fence.js';

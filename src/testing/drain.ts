@@ -1,6 +1,6 @@
 import type { Leasehold } from '../client.js';
 import { ValidationError } from '../errors.js';
-import type { RunUntilIdleOptions } from '../operations/run-until-idle.js';
+import type { RunUntilIdleOptions } from '../operations/worker/run-until-idle.js';
 import type { IdleRunLimits, IdleRunResult } from '../runtime/idle-run.js';
 import type { Worker } from '../runtime/worker.js';
 import { TestExpectationError } from './errors.js';

@@ -7,7 +7,7 @@ import { KNOWN_OPTIONS } from '../../src/context.js';
 import { DEFAULT_STATS_OPTIONS } from '../../src/defaults.js';
 import { DEDUPE_FIELDS, ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS } from '../../src/enqueue-fields.js';
 import { KNOWN_CODES } from '../../src/errors.js';
-import { CONFIGURE_QUEUE_KEYS, LIST_QUEUES_KEYS } from '../../src/operations/queues.js';
+import { CONFIGURE_QUEUE_KEYS, LIST_QUEUES_KEYS } from '../../src/operations/queues/queues.js';
 import { KNOWN_QUEUE_KEYS, KNOWN_WORKER_KEYS } from '../../src/runtime/options.js';
 
 // The docs name every option the validators accept, and every command the CLI has: the lists come

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { contextOf } from '../../src/context.js';
+import { contextOf } from '../../src/client.js';
 import {
   defineTask,
   isLeaseholdError,

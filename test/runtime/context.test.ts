@@ -4,8 +4,8 @@ import { startDashboard, Worker } from '../../src/index.js';
 import { AgingService } from '../../src/maintenance/aging.js';
 import { RecoveryService } from '../../src/maintenance/recovery.js';
 import { RetentionService } from '../../src/maintenance/retention.js';
-import { enqueue } from '../../src/operations/enqueue.js';
-import { claim } from '../../src/operations/leases.js';
+import { enqueue } from '../../src/operations/producer/enqueue.js';
+import { claim } from '../../src/operations/worker/leases.js';
 import { databaseUrl, expireLease, listenOptions, migratedClient, waitFor } from '../support/db.js';
 
 // The seam of issue 12: the worker, the maintenance services and the dashboard are built from a

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { contextOf } from '../../src/context.js';
+import { contextOf } from '../../src/client.js';
 import { isLeaseholdError, Leasehold } from '../../src/index.js';
 import { prunePass, RetentionService } from '../../src/maintenance/retention.js';
 import { poolerDefaults } from '../../src/pooler-env.js';

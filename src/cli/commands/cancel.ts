@@ -1,17 +1,14 @@
-import { Command } from 'commander';
-import { cancel } from '../../operations/cancel.js';
+import type { Command } from 'commander';
+import { cancel } from '../../operations/operator/cancel.js';
 import {
   type AdminFlags,
   actorOption,
-  addAdminOptions,
   contextFromFlags,
   jobIdArgument,
   type OpenContext,
-  print,
-  printJson,
   reasonOption,
-  withAdminContext,
 } from '../admin.js';
+import { adminCommand } from '../admin-command.js';
 
 interface CancelFlags extends AdminFlags {
   reason: string;
@@ -20,30 +17,27 @@ interface CancelFlags extends AdminFlags {
 
 /** `leasehold cancel <id>`: a pending or running job to `cancelled`. */
 export function cancelCommand(open: OpenContext = contextFromFlags): Command {
-  const command = new Command('cancel')
-    .description(
-      'cancel a pending or running job (a running job’s worker is fenced out: nothing it writes lands)',
-    )
-    .argument('<id>', 'the job id', jobIdArgument)
-    .addOption(reasonOption())
-    .addOption(actorOption());
-  addAdminOptions(command);
-  command.addHelpText(
-    'after',
-    `
+  return adminCommand<CancelFlags, Awaited<ReturnType<typeof cancel>>>(
+    {
+      name: 'cancel',
+      description:
+        'cancel a pending or running job (a running job’s worker is fenced out: nothing it writes lands)',
+      define: (command) =>
+        command
+          .argument('<id>', 'the job id', jobIdArgument)
+          .addOption(reasonOption())
+          .addOption(actorOption()),
+      help: `
 Examples:
   $ leasehold cancel 42 --reason "customer withdrew the order"
   $ leasehold cancel 42 --reason "duplicate of 41" --actor alice --json`,
+      run: (context, [id], flags) =>
+        cancel(context, id as string, {
+          reason: flags.reason,
+          ...(flags.actor !== undefined && { actor: flags.actor }),
+        }),
+      text: (result) => `cancelled job ${result.id} (it was ${result.previousStatus})`,
+    },
+    open,
   );
-  command.action(async (id: string, flags: CancelFlags) => {
-    const result = await withAdminContext(flags, open, (context) =>
-      cancel(context.pool, context.schema, id, {
-        reason: flags.reason,
-        ...(flags.actor !== undefined && { actor: flags.actor }),
-      }),
-    );
-    if (flags.json) printJson(result);
-    else print(`cancelled job ${result.id} (it was ${result.previousStatus})`);
-  });
-  return command;
 }

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { checkHealth, type HealthRules } from '../../operations/health.js';
+import { checkHealth, type HealthRules } from '../../operations/schema/health.js';
 import {
   type AdminFlags,
   addAdminOptions,

@@ -1,37 +1,26 @@
 import { Command } from 'commander';
-import { type FlowView, getFlow } from '../../operations/flows.js';
-import {
-  type AdminFlags,
-  addAdminOptions,
-  contextFromFlags,
-  jobIdArgument,
-  type OpenContext,
-  print,
-  printJson,
-  withAdminContext,
-} from '../admin.js';
-import { CliError } from '../errors.js';
+import { type FlowView, getFlow } from '../../operations/producer/flows.js';
+import { type AdminFlags, contextFromFlags, jobIdArgument, type OpenContext } from '../admin.js';
+import { adminCommand } from '../admin-command.js';
 import { formatTable, formatTime } from '../format.js';
 
 /** `leasehold flows show <id>`: the flow holding a job, each node with its status and parents. */
 export function flowsCommand(open: OpenContext = contextFromFlags): Command {
-  const show = new Command('show')
-    .description('show the flow a job belongs to: every job, its status and what it waits for')
-    .argument('<id>', 'the id of any job in the flow', jobIdArgument);
-  addAdminOptions(show);
-  show.addHelpText(
-    'after',
-    `
+  const show = adminCommand<AdminFlags, FlowView | null>(
+    {
+      name: 'show',
+      description: 'show the flow a job belongs to: every job, its status and what it waits for',
+      define: (command) => command.argument('<id>', 'the id of any job in the flow', jobIdArgument),
+      help: `
 Examples:
   $ leasehold flows show 42 --database-url postgres://localhost/app
   $ leasehold flows show 42 --json | jq '.nodes[] | select(.status == "blocked")'`,
+      run: (context, [id]) => getFlow(context, id as string),
+      missing: ([id]) => `job ${id} is in no flow (or its flow was removed by retention)`,
+      text: (flow) => describeFlow(flow),
+    },
+    open,
   );
-  show.action(async (id: string, flags: AdminFlags) => {
-    const flow = await withAdminContext(flags, open, (context) => getFlow(context, id));
-    if (!flow) throw new CliError(`job ${id} is in no flow (or its flow was removed by retention)`);
-    if (flags.json) printJson(flow);
-    else print(describeFlow(flow));
-  });
   return new Command('flows').description('inspect flows (jobs that depend on jobs)').addCommand(show);
 }
 

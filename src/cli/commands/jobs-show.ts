@@ -1,17 +1,8 @@
 import { Command } from 'commander';
 import type { JobEvent, JobWithHistory } from '../../job-history.js';
-import { getJob } from '../../operations/jobs.js';
-import {
-  type AdminFlags,
-  addAdminOptions,
-  contextFromFlags,
-  jobIdArgument,
-  type OpenContext,
-  print,
-  printJson,
-  withAdminContext,
-} from '../admin.js';
-import { CliError } from '../errors.js';
+import { getJob } from '../../operations/operator/jobs.js';
+import { type AdminFlags, contextFromFlags, jobIdArgument, type OpenContext } from '../admin.js';
+import { adminCommand } from '../admin-command.js';
 import { deathBudget, formatAttempts, formatDuration, formatTable, formatTime, oneLine } from '../format.js';
 
 interface ShowFlags extends AdminFlags {
@@ -20,33 +11,31 @@ interface ShowFlags extends AdminFlags {
 
 /** `leasehold jobs show <id>`: one job and its history, in order. */
 export function jobsCommand(open: OpenContext = contextFromFlags): Command {
-  const show = new Command('show')
-    .description('show a job and its history: every attempt, who held it, how it ended')
-    .argument('<id>', 'the job id', jobIdArgument)
-    .option(
-      '--payload',
-      'include the payload, result and progress (left out by default: they may hold personal data)',
-    );
-  addAdminOptions(show);
-  show.addHelpText(
-    'after',
-    `
+  const show = adminCommand<ShowFlags, JobWithHistory | null>(
+    {
+      name: 'show',
+      description: 'show a job and its history: every attempt, who held it, how it ended',
+      define: (command) =>
+        command
+          .argument('<id>', 'the job id', jobIdArgument)
+          .option(
+            '--payload',
+            'include the payload, result and progress (left out by default: they may hold personal data)',
+          ),
+      help: `
 Examples:
   $ leasehold jobs show 42 --database-url postgres://localhost/app
   $ leasehold jobs show 42 --json | jq '.history[] | select(.kind == "dead")'`,
+      run: (context, [id]) =>
+        getJob(context, id as string, { history: true }) as Promise<JobWithHistory | null>,
+      missing: ([id]) => `no job ${id} (never created, or removed by retention)`,
+      // Like the payload, a result or progress detail is the user's data: shown only when asked for.
+      json: (job, flags) =>
+        flags.payload ? job : { ...job, payload: undefined, result: undefined, progress: undefined },
+      text: (job, flags) => describeJob(job, flags.payload === true),
+    },
+    open,
   );
-  show.action(async (id: string, flags: ShowFlags) => {
-    const job = (await withAdminContext(flags, open, (context) =>
-      getJob(context, id, { history: true }),
-    )) as JobWithHistory | null;
-    if (!job) throw new CliError(`no job ${id} (never created, or removed by retention)`);
-    // Like the payload, a result or progress detail is the user's data: shown only when asked for.
-    const shown = flags.payload
-      ? job
-      : { ...job, payload: undefined, result: undefined, progress: undefined };
-    if (flags.json) printJson(shown);
-    else print(describeJob(job, flags.payload === true));
-  });
   return new Command('jobs').description('inspect jobs').addCommand(show);
 }
 

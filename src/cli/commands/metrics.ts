@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { allowedHosts, hostAllowed, isLoopback, sameSecret } from '../../dashboard/security.js';
 import { ValidationError } from '../../errors.js';
-import { readStats } from '../../operations/stats.js';
+import { readStats } from '../../operations/queues/stats.js';
 import {
   type AdminFlags,
   addAdminOptions,

@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander';
 import { DEFAULT_SUCCEEDED_RETENTION_MS } from '../../defaults.js';
-import { prune } from '../../operations/prune.js';
+import { prune } from '../../operations/schema/prune.js';
 import {
   type AdminFlags,
   addAdminOptions,

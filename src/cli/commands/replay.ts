@@ -1,8 +1,8 @@
 import cliProgress from 'cli-progress';
 import { Command, Option } from 'commander';
-import { assertKnownQueue } from '../../operations/known-queues.js';
-import type { ReplayFilter, ReplayOptions } from '../../operations/replay.js';
-import { replay } from '../../operations/replay.js';
+import type { ReplayFilter, ReplayOptions } from '../../operations/operator/replay.js';
+import { replay } from '../../operations/operator/replay.js';
+import { assertKnownQueue } from '../../operations/queues/known-queues.js';
 import {
   type AdminFlags,
   actorOption,

@@ -1,41 +1,26 @@
 import { Command } from 'commander';
-import { listSchedules, type ScheduleInfo, setPaused, unschedule } from '../../operations/schedules.js';
 import {
-  type AdminFlags,
-  addAdminOptions,
-  contextFromFlags,
-  type OpenContext,
-  print,
-  printJson,
-  withAdminContext,
-} from '../admin.js';
+  listSchedules,
+  type ScheduleInfo,
+  setPaused,
+  unschedule,
+} from '../../operations/producer/schedules.js';
+import { type AdminFlags, contextFromFlags, type OpenContext } from '../admin.js';
+import { type AdminCommandSpec, adminCommand } from '../admin-command.js';
 import { CliError } from '../errors.js';
 import { formatTable, formatTime } from '../format.js';
 
 /** `leasehold schedules list|pause|resume|remove`: the cron schedules every worker fires. */
 export function schedulesCommand(open: OpenContext = contextFromFlags): Command {
-  const list = new Command('list').description(
-    'list schedules: cron, zone, target, next and last tick, paused (payloads are left out)',
+  const list = adminCommand<AdminFlags, Omit<ScheduleInfo, 'payload'>[]>(
+    {
+      name: 'list',
+      description: 'list schedules: cron, zone, target, next and last tick, paused (payloads are left out)',
+      run: async (context) => (await listSchedules(context)).map(withoutPayload),
+      text: (shown) => describeSchedules(shown),
+    },
+    open,
   );
-  addAdminOptions(list);
-  list.action(async (flags: AdminFlags) => {
-    const schedules = await withAdminContext(flags, open, (context) => listSchedules(context));
-    const shown = schedules.map(withoutPayload);
-    if (flags.json) return printJson(shown);
-    if (shown.length === 0) return print('no schedules yet');
-    const rows = shown.map((s) => [
-      s.name,
-      s.cron,
-      s.timezone ?? 'UTC',
-      s.task ? `task ${s.task}` : `queue ${s.queue}`,
-      s.paused ? 'paused' : formatTime(s.nextTickAt),
-      formatTime(s.lastTickAt),
-      s.lastJobId ?? '-',
-    ]);
-    print(
-      formatTable(['schedule', 'cron', 'zone', 'enqueues to', 'next tick', 'last tick', 'last job'], rows),
-    );
-  });
 
   const pause = nameCommand(
     'pause',
@@ -85,7 +70,7 @@ Examples:
     );
 }
 
-type Context = Parameters<Parameters<typeof withAdminContext>[2]>[0];
+type Context = Parameters<AdminCommandSpec<AdminFlags, unknown>['run']>[0];
 
 function nameCommand(
   verb: string,
@@ -93,14 +78,31 @@ function nameCommand(
   open: OpenContext,
   act: (context: Context, name: string) => Promise<{ info: object; text: string }>,
 ): Command {
-  const command = new Command(verb).description(description).argument('<name>', 'the schedule name');
-  addAdminOptions(command);
-  command.action(async (name: string, flags: AdminFlags) => {
-    const { info, text } = await withAdminContext(flags, open, (context) => act(context, name));
-    if (flags.json) printJson('payload' in info ? withoutPayload(info as ScheduleInfo) : info);
-    else print(text);
-  });
-  return command;
+  return adminCommand<AdminFlags, { info: object; text: string }>(
+    {
+      name: verb,
+      description,
+      define: (command) => command.argument('<name>', 'the schedule name'),
+      run: (context, [name]) => act(context, name as string),
+      json: ({ info }) => ('payload' in info ? withoutPayload(info as ScheduleInfo) : info),
+      text: ({ text }) => text,
+    },
+    open,
+  );
+}
+
+function describeSchedules(shown: readonly Omit<ScheduleInfo, 'payload'>[]): string {
+  if (shown.length === 0) return 'no schedules yet';
+  const rows = shown.map((s) => [
+    s.name,
+    s.cron,
+    s.timezone ?? 'UTC',
+    s.task ? `task ${s.task}` : `queue ${s.queue}`,
+    s.paused ? 'paused' : formatTime(s.nextTickAt),
+    formatTime(s.lastTickAt),
+    s.lastJobId ?? '-',
+  ]);
+  return formatTable(['schedule', 'cron', 'zone', 'enqueues to', 'next tick', 'last tick', 'last job'], rows);
 }
 
 // An unknown name reads as the operator's mistake, not a validation error of the API.

@@ -1,0 +1,59 @@
+import type pg from 'pg';
+import { connectionFor, type LeaseholdContext } from '../../context.js';
+import { ValidationError } from '../../errors.js';
+import { EVENT_RETENTION_MS, eventKey, eventName, eventPayloadText } from '../../runtime/wait-event.js';
+import type { Queryable } from '../../storage/db.js';
+import { sendEventRows } from '../../storage/events.js';
+import { rejectUnknownOptions } from '../../unknown-options.js';
+
+/** What `sendEvent` sends: the key waits match on, and a JSON payload (at most 1 MiB). */
+export interface SendEventInput {
+  key: string;
+  payload?: unknown;
+}
+
+/** What `sendEvent` did: the event's id and how many waiting jobs it woke. */
+export interface SendEventResult {
+  id: string;
+  woken: number;
+}
+
+/**
+ * Sends event `name` (see `job.waitForEvent`): in `client`'s transaction when given (a rollback
+ * sends nothing and wakes nothing), else in a short transaction of its own on the pool.
+ */
+export async function sendEvent(
+  context: LeaseholdContext,
+  name: string,
+  input: SendEventInput,
+  options: { client?: Queryable } = {},
+): Promise<SendEventResult> {
+  if (typeof input !== 'object' || input === null) {
+    throw new ValidationError('sendEvent', 'give sendEvent(name, { key, payload })');
+  }
+  rejectUnknownOptions(input, ['key', 'payload'], 'sendEvent');
+  rejectUnknownOptions(options ?? {}, ['client'], 'sendEvent options');
+  const event = {
+    name: eventName(name),
+    key: eventKey(input.key),
+    payloadJson: eventPayloadText(input.payload),
+    retentionMs: EVENT_RETENTION_MS,
+  };
+  if (options?.client !== undefined) {
+    return sendEventRows(connectionFor(context, options.client), context.schema, event);
+  }
+  // The sender's lock is held until its transaction ends: on the pool, a transaction of its own.
+  const client: pg.PoolClient = await context.pool.connect();
+  try {
+    await client.query('BEGIN');
+    const db = connectionFor(context, client);
+    const sent = await sendEventRows(db, context.schema, event);
+    await client.query('COMMIT');
+    return sent;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}
