@@ -6,9 +6,7 @@ import { ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS, MAX_KEY_CHARS } from '../enqueu
 import { ValidationError } from '../errors.js';
 import { traceEnqueue } from '../observability/tracing.js';
 import type { Queryable } from '../storage/db.js';
-import { insertJob, insertJobs, type NewJob } from '../storage/enqueue.js';
-import { insertKeyedJob } from '../storage/enqueue-keyed.js';
-import { insertOrderedJobs } from '../storage/enqueue-ordered.js';
+import { insertJob, insertJobs, insertKeyedJob, insertOrderedJobs, type NewJob } from '../storage/enqueue.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import {
   assertQueueName,
