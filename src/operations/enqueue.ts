@@ -114,6 +114,7 @@ async function enqueueBatch(
   }
   const jobs = items.map((item, index) => {
     const field = `items[${index}]`;
+    if (isPayloadOnly(item)) return payloadOnlyJob(context, item.payload, field);
     if (typeof item === 'object' && item !== null) rejectUnknownOptions(item, ENQUEUE_ITEM, field);
     return newJob(context, item, field);
   });
@@ -127,7 +128,9 @@ async function enqueueBatch(
   }
   const { schema, wakeups } = context;
   const db = connectionFor(context, options.client);
-  const dedupes = items.map((item, index) => parseDedupe(item.dedupe, `items[${index}].dedupe`, item));
+  const dedupes = items.map((item, index) =>
+    item.dedupe === undefined ? null : parseDedupe(item.dedupe, `items[${index}].dedupe`, item),
+  );
   if (dedupes.some((dedupe) => dedupe !== null)) {
     const keyed = jobs.findIndex((job) => job.fairnessKey !== null);
     if (keyed >= 0)
@@ -146,6 +149,31 @@ async function enqueueBatch(
   const ids = await insertJobs(db, schema, queue, jobs, { notify });
   if (!notify) wakeups.quietInsertCommitted(queue);
   return { ids };
+}
+
+/** True for the commonest bulk item, `{ payload }` and nothing else. */
+function isPayloadOnly(item: unknown): item is { payload: unknown } {
+  if (typeof item !== 'object' || item === null) return false;
+  for (const key in item) if (key !== 'payload') return false;
+  return Object.hasOwn(item, 'payload');
+}
+
+/**
+ * The job of a `{ payload }` item: newJob's answer for it (every other field at its default),
+ * without checking options the item does not have: a bulk load of 1,000 such items spent about a
+ * fifth of its producer time building the names of fields it never had to report (issue 28).
+ */
+function payloadOnlyJob(context: LeaseholdContext, payload: unknown, field: string): NewJob {
+  return {
+    payloadJson: serialisePayload(payload, context.maxPayloadBytes, `${field}.payload`),
+    priority: DEFAULT_PRIORITY,
+    runAt: null,
+    delayMs: 0,
+    maxAttempts: DEFAULT_MAX_ATTEMPTS,
+    orderingKey: null,
+    concurrencyKey: null,
+    fairnessKey: null,
+  };
 }
 
 /** Validates one job's fields into the row the insert statements take (also used by enqueueFlow). */

@@ -185,9 +185,8 @@ export async function insertJob(
   { notify = true }: { notify?: boolean } = {},
 ): Promise<string> {
   const { statement, values } = chooseInsert(schema, queue, { kind: 'one', job }, notify);
-  const rows = await run<{ id?: string; ids?: string[] }>(db, statement, values);
-  const row = rows[0];
-  return (row?.id ?? row?.ids?.[0]) as string;
+  const row = (await run<{ id?: string } & IdsRow>(db, statement, values))[0];
+  return (row?.id ?? readIds(row)[0]) as string;
 }
 
 /**
@@ -202,8 +201,31 @@ export async function insertJobs(
   { notify = true }: { notify?: boolean } = {},
 ): Promise<string[]> {
   const { statement, values } = chooseInsert(schema, queue, { kind: 'plain', jobs }, notify);
-  const rows = await run<{ ids: string[] }>(db, statement, values);
-  return rows[0]?.ids ?? [];
+  return readIds((await run<IdsRow>(db, statement, values))[0]);
+}
+
+/** A batch's answer: its ids, or (firstIdAnswer) its first id and count when they are consecutive. */
+interface IdsRow {
+  ids: string[] | null;
+  first_id?: string | null;
+  n?: number;
+}
+
+/** The ids of a batch's answer, in input order. */
+export function readIds(row: IdsRow | undefined): string[] {
+  if (!row) return [];
+  if (row.ids) return row.ids;
+  const n = row.n ?? 0;
+  if (n === 0 || row.first_id === null || row.first_id === undefined) return [];
+  const ids = new Array<string>(n);
+  const first = Number(row.first_id);
+  if (Number.isSafeInteger(first + n)) {
+    for (let i = 0; i < n; i++) ids[i] = String(first + i);
+  } else {
+    const big = BigInt(row.first_id);
+    for (let i = 0; i < n; i++) ids[i] = String(big + BigInt(i));
+  }
+  return ids;
 }
 
 /** Inserts jobs of one queue, some with ordering keys, in one statement; ids in input order. */

@@ -245,13 +245,13 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     role: 'producer',
     statement: enqueue.JobInsertManyUniform,
     args: 'text, jsonb, integer, integer, text',
-    returns: 'ids text[], notified text',
+    returns: 'first_id text, n integer, ids text[], notified text',
   },
   {
     role: 'producer',
     statement: enqueue.JobInsertManyUniformQuiet,
     args: 'text, jsonb, integer, integer, text',
-    returns: 'ids text[], quiet boolean',
+    returns: 'first_id text, n integer, ids text[], quiet boolean',
   },
   {
     role: 'producer',

@@ -2,6 +2,7 @@ import { defineStatement } from '../db.js';
 import {
   availableAt,
   columnsAndValues,
+  firstIdAnswer,
   type ItemField,
   idsAnswer,
   insertJobsFrom,
@@ -98,14 +99,14 @@ export const JobInsertManyFairQuiet = defineStatement('enqueue_many_fair_quiet',
  * one JSON array ($2, the payloads' JSON texts joined: nothing to escape); the rest are scalars or
  * the columns' defaults. Sending five arrays of identical values cost the producer a serialised
  * element each and the server an unnested one, and a text[] of JSON texts had every quote escaped
- * by the driver. The elements come out in array order, so ids are assigned in input order. $5 is
- * the wake-up channel.
+ * by the driver. The elements come out in array order, so ids are assigned in input order; the
+ * answer is the first id and the count (firstIdAnswer). $5 is the wake-up channel.
  */
 const insertUniformText = (s: string, notify: boolean) => `
   WITH inserted AS (
     ${insertJobsFrom(s, { queue_name: '$1', payload: 'p', priority: '$3', max_attempts: '$4' }, 'jsonb_array_elements($2::jsonb) AS p')}
   )
-  ${idsAnswer(notify, '$5')}`;
+  ${firstIdAnswer(notify, '$5')}`;
 /** The uniform batch insert described above. */
 export const JobInsertManyUniform = defineStatement('enqueue_many_uniform', (s) =>
   insertUniformText(s, true),
