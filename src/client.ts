@@ -14,6 +14,7 @@ import type { BackoffOptions } from './config.js';
 import type { OutstandingStatement } from './connection/statement-watch.js';
 import { assertOpen, closeContext, joining, type LeaseholdContext, publicCall } from './context.js';
 import { contextOf } from './context-of.js';
+import type { CombinedEnqueueCounts } from './enqueue-combiner.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
 import type { LaneRotationResult } from './maintenance/lane-rotation.js';
@@ -101,6 +102,22 @@ export class Leasehold extends LeaseholdWorkflows {
   migrate(): Promise<MigrateResult> {
     return publicCall(this.#context, 'migrate', () =>
       operatorCalls().then((calls) => calls.migrate(this.pool, this.schema)),
+    );
+  }
+
+  /**
+   * What write combining did so far (all zero with `combineEnqueues: false`): statements sent by
+   * `enqueue()` calls without `client`, those that carried several callers' rows, and rows.
+   */
+  combinedEnqueues(): CombinedEnqueueCounts {
+    return (
+      this.#context.enqueues?.counts() ?? {
+        statements: 0,
+        combinedStatements: 0,
+        rows: 0,
+        largestStatement: 0,
+        waiting: 0,
+      }
     );
   }
 
