@@ -65,6 +65,17 @@ async function main() {
         theirs: r.baselineWithNotify,
         kind: 'throughput',
       });
+      if (r.bullmq) {
+        rows.push({
+          workload: `Enqueue 1 job per call, ${enqueueCallers} concurrent callers (${options.enqueueJobs} jobs)`,
+          ours: r.leasehold,
+          theirsLabel: 'BullMQ queue.add on Redis (defaults)',
+          theirs: r.bullmq,
+          kind: 'throughput',
+        });
+      } else {
+        log('enqueue: no Redis answers at REDIS_URL (default 127.0.0.1:6379): BullMQ left out');
+      }
     }
     if (options.workloads.has('many')) {
       log(`enqueueMany: ${options.manyJobs} jobs in batches of ${manyBatch}, ×${options.reps}`);

@@ -41,6 +41,13 @@ export interface LeaseholdOptions extends ConnectionOptions {
    * `LEASEHOLD_LISTEN_DATABASE_URL`, else the pool's settings.
    */
   listenConnectionString?: string;
+  /**
+   * Whether concurrent `enqueue()` calls without `client` share statements (default true): while
+   * one is in flight, the next calls wait and go together as one multi-row statement when it
+   * returns; each still resolves with its own id only once its row committed. False: one statement
+   * per call. See "Write combining" in docs/api.md.
+   */
+  combineEnqueues?: boolean;
 }
 
 /** Options of `enqueue`. */

@@ -19,6 +19,7 @@ import {
   publicCall,
   resolveContext,
 } from './context.js';
+import type { CombinedEnqueueCounts } from './enqueue-combiner.js';
 import type { JobWithHistory } from './job-history.js';
 import type { Lease } from './lease.js';
 import type { CancelOptions, CancelResult } from './operations/operator/cancel.js';
@@ -141,6 +142,22 @@ export class Leasehold {
   migrate(): Promise<MigrateResult> {
     return publicCall(this.#context, 'migrate', () =>
       operatorCalls().then((calls) => calls.migrate(this.#context)),
+    );
+  }
+
+  /**
+   * What write combining did so far (all zero with `combineEnqueues: false`): statements sent by
+   * `enqueue()` calls without `client`, those that carried several callers' rows, and rows.
+   */
+  combinedEnqueues(): CombinedEnqueueCounts {
+    return (
+      this.#context.enqueues?.counts() ?? {
+        statements: 0,
+        combinedStatements: 0,
+        rows: 0,
+        largestStatement: 0,
+        waiting: 0,
+      }
     );
   }
 

@@ -11,6 +11,7 @@ import {
   DEFAULT_WAIT_POLL_INTERVAL_MS,
   WAKEUP_WINDOW_MS,
 } from './defaults.js';
+import { type CombineLimits, EnqueueCombiner } from './enqueue-combiner.js';
 import { ClientClosedError, inOperation, ValidationError } from './errors.js';
 import { JobWaiters } from './job-waiters.js';
 import { poolerDefaults } from './pooler-env.js';
@@ -53,6 +54,7 @@ export const KNOWN_OPTIONS: readonly (keyof LeaseholdOptions)[] = [
   'targetSessionAttrs',
   'statementTimeoutMs',
   'connectTimeoutMs',
+  'combineEnqueues',
 ];
 
 /**
@@ -90,6 +92,8 @@ export interface LeaseholdContext {
   readonly succeededRetentionMs: number;
   /** Autocommit enqueues share one wake-up per queue per window (see wakeup-coalescer.ts). */
   readonly wakeups: WakeupCoalescer;
+  /** Concurrent autocommit enqueues share statements (enqueue-combiner.ts); null: `combineEnqueues: false`. */
+  readonly enqueues: EnqueueCombiner | null;
   /** `lh.claim`'s claim router: strict preference order, no claim floor (workers have their own). */
   readonly claims: ClaimRouter;
   /** `lh.waitFor`'s shared waits: one LISTEN connection (when `listen`) and one poll (see job-waiters.ts). */
@@ -130,6 +134,7 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
     defaults.preparedStatements,
   );
   const listen = optionalBoolean(options.listen, 'listen', defaults.listen);
+  const combineEnqueues = optionalBoolean(options.combineEnqueues, 'combineEnqueues', true);
   // LEASEHOLD_VIA_FUNCTIONS=1 sets the default, so that the CLI (`leasehold work`) runs under a role.
   const viaFunctions = optionalBoolean(
     options.viaFunctions,
@@ -156,9 +161,21 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
     maxPayloadBytes,
     succeededRetentionMs,
     wakeups: new WakeupCoalescer(WAKEUP_WINDOW_MS, (queue) => notifyQueue(pool, schema, queue)),
+    enqueues: combineEnqueues ? new EnqueueCombiner(combineLimits(pool)) : null,
     claims: new ClaimRouter(pool, schema, null),
     waiters: new JobWaiters({ pool, schema, listen, listenVia }, DEFAULT_WAIT_POLL_INTERVAL_MS),
   };
+}
+
+/**
+ * Combining's bounds on `pool`: a quarter of its connections in enqueue statements at once (at
+ * least one; the rest stay for workers and other calls), a thousand rows and 4 MB of payload JSON
+ * per statement. Fewer statements in flight carry more rows each: 16 callers on a pool of 16 (4 in
+ * flight) send about 4 rows a statement, and each commit is shared by that many callers.
+ */
+function combineLimits(pool: pg.Pool): CombineLimits {
+  const size = (pool as { options?: { max?: number } }).options?.max ?? 10;
+  return { maxInFlight: Math.max(1, Math.floor(size / 4)), maxRows: 1000, maxBytes: 4 * 1024 * 1024 };
 }
 
 // Contexts whose client was closed: every later public call rejects with CLIENT_CLOSED.
@@ -193,6 +210,7 @@ export async function closeContext(context: LeaseholdContext): Promise<void> {
   if (closed.has(context)) return;
   closed.add(context);
   await context.waiters.close();
+  await context.enqueues?.drained();
   await context.wakeups.flush();
   if (context.ownsPool) await context.pool.end();
 }

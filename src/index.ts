@@ -24,6 +24,7 @@ export type {
 export type { Dashboard, DashboardOptions } from './dashboard/server.js';
 export { DEFAULT_STATS_OPTIONS } from './defaults.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
+export type { CombinedEnqueueCounts } from './enqueue-combiner.js';
 export type {
   DatabaseErrorDetails,
   JobErrorSummary,

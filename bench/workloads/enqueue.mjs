@@ -1,6 +1,7 @@
 // Workloads 1 and 2: enqueue throughput, Leasehold against raw INSERTs on the same server.
 // Repetitions rotate which side goes first, so no side always meets a warmer server.
 import pg from 'pg';
+import { bullmqQueue, redisAnswers } from '../lib/bullmq-side.mjs';
 import { benchClient, countLiveJobs, LEASEHOLD_QUEUE, resetLeasehold } from '../lib/leasehold-schema.mjs';
 import { deadline, withTimeout } from '../lib/limits.mjs';
 import {
@@ -41,15 +42,24 @@ async function expectJobs(count, jobs, what) {
   if (n !== jobs) throw new Error(`${what}: expected ${jobs} jobs in the table, found ${n}`);
 }
 
-/** A measured side: reset its table, time `body`, then check the table holds exactly `jobs`. */
+/**
+ * A measured side: reset its store, time `body`, then check the store holds exactly `jobs`. `kind`
+ * is 'leasehold', 'raw', or a store of its own ({ reset, count }: BullMQ's Redis).
+ */
 function side(ctx, kind, jobs, body, what) {
   const results = [];
   const measure = async (limit) => {
     if (kind === 'leasehold') await resetLeasehold(ctx.admin, ctx.connectionString);
-    else await truncateRaw(ctx.admin);
+    else if (kind === 'raw') await truncateRaw(ctx.admin);
+    else await kind.reset();
     results.push(await timed(jobs, () => body(limit)));
     await expectJobs(
-      () => (kind === 'leasehold' ? countLiveJobs(ctx.admin) : countRawJobs(ctx.admin)),
+      () =>
+        kind === 'leasehold'
+          ? countLiveJobs(ctx.admin)
+          : kind === 'raw'
+            ? countRawJobs(ctx.admin)
+            : kind.count(),
       jobs,
       what,
     );
@@ -60,10 +70,12 @@ function side(ctx, kind, jobs, body, what) {
 /**
  * Workload 1: one job per call from `callers` concurrent callers. Besides the plain INSERT
  * baseline it measures INSERT + pg_notify, which is what Leasehold's enqueue does, so the table
- * shows how much of the gap is the notification rather than the library.
+ * shows how much of the gap is the notification rather than the library. When Redis answers
+ * (REDIS_URL, default 127.0.0.1:6379) BullMQ's `queue.add()` runs as a side too (issue 39).
  */
 export async function measureEnqueueOne(ctx, options) {
   const { enqueueJobs: jobs, enqueueCallers: callers } = options;
+  const bullmq = (await redisAnswers()) ? await bullmqQueue() : null;
   // Every side gets one connection per caller, so none waits for a pooled connection.
   const lh = await benchClient(ctx.connectionString, callers);
   const raw = new pg.Pool({ connectionString: ctx.connectionString, max: callers });
@@ -91,16 +103,28 @@ export async function measureEnqueueOne(ctx, options) {
       'raw INSERT + pg_notify',
     ),
   };
+  if (bullmq) {
+    sides.bullmq = side(
+      ctx,
+      bullmq,
+      jobs,
+      (limit) => concurrentLoop(jobs, callers, () => bullmq.add(PAYLOAD), limit),
+      'BullMQ queue.add',
+    );
+  }
   try {
     await rotate(sides, options, 'enqueue one at a time');
   } finally {
     await lh.close();
     await raw.end();
+    await bullmq?.reset();
+    await bullmq?.close();
   }
   return {
     leasehold: summarize(sides.leasehold.results),
     baseline: summarize(sides.raw.results),
     baselineWithNotify: summarize(sides.rawNotify.results),
+    bullmq: bullmq ? summarize(sides.bullmq.results) : null,
   };
 }
 

@@ -1,6 +1,7 @@
 import { Counter, Gauge, type Registry, register } from 'prom-client';
 import { contextOf, type Leasehold } from '../client.js';
 import type { LeaseholdContext } from '../context.js';
+import type { CombinedEnqueueCounts } from '../enqueue-combiner.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from '../operations/queues/stats.js';
 import type { ThrottleStats } from '../operations/queues/throttle-stats.js';
 
@@ -31,7 +32,7 @@ export function createStatsMetrics(
   source: Leasehold | LeaseholdContext,
   options: StatsMetricsOptions = {},
 ): Registry {
-  const { pool, schema } = contextOf(source);
+  const { pool, schema, enqueues } = contextOf(source);
   const registry = options.registry ?? register;
   // A second call on the same registry replaces the first's series (one client's stats per
   // registry: give each client its own registry to export two), rather than throwing on the names.
@@ -193,7 +194,41 @@ export function createStatsMetrics(
       if (stats) this.set(stats.windowMs / 1000);
     },
   });
+  combiningCounters(registers, enqueues);
   return registry;
+}
+
+/** Write combining's counts of this client (absent with `combineEnqueues: false`): kept in memory. */
+function combiningCounters(
+  registers: ReturnType<typeof replacingIn>[],
+  enqueues: LeaseholdContext['enqueues'],
+): void {
+  if (!enqueues) return;
+  const counter = (name: string, help: string, pick: (c: CombinedEnqueueCounts) => number) =>
+    new Counter({
+      name,
+      help,
+      registers,
+      collect() {
+        this.reset();
+        this.inc(pick(enqueues.counts()));
+      },
+    });
+  counter(
+    'leasehold_enqueue_statements_total',
+    'Statements sent by enqueue() calls without client (combined or alone) by this client',
+    (c) => c.statements,
+  );
+  counter(
+    'leasehold_enqueue_combined_statements_total',
+    "Of those, statements that carried more than one caller's row",
+    (c) => c.combinedStatements,
+  );
+  counter(
+    'leasehold_enqueue_statement_rows_total',
+    'Rows those statements carried (rows per statement: divide by leasehold_enqueue_statements_total)',
+    (c) => c.rows,
+  );
 }
 
 /** `registry`, seen by a metric's constructor, with a metric of the same name removed first. */

@@ -1,110 +1,72 @@
-import { defineStatement, type Queryable, run } from './db.js';
+// The enqueue module: (nothing) -> pending, for one job or a batch, plain, keyed, ordered or
+// deduplicated. Its folder, storage/enqueue/, holds the parts: fields.ts (the validated job),
+// fragments.ts (the named SQL fragments and the one column list), statements.ts and dedupe.ts (the
+// statements composed from them), write-transaction.ts. This file is the module's face, and
+// chooseInsert below is the one place where a batch's statement is chosen.
+import { type Queryable, run, type Statement } from './db.js';
+import { type DedupeOutcome, JobInsertDeduped, type NewDedupedJob } from './enqueue/dedupe.js';
+import { batchColumns, hasFairnessKey, type NewJob } from './enqueue/fields.js';
+import {
+  JobInsert,
+  JobInsertKeyed,
+  JobInsertKeyedFair,
+  JobInsertMany,
+  JobInsertManyFair,
+  JobInsertManyFairQuiet,
+  JobInsertManyQuiet,
+  JobInsertManyUniform,
+  JobInsertManyUniformQuiet,
+  JobInsertOrdered,
+  JobInsertOrderedFair,
+  JobInsertQuiet,
+  WakeupNotify,
+} from './enqueue/statements.js';
+
+export type { DedupeMode, DedupeOutcome, NewDedupedJob } from './enqueue/dedupe.js';
+/** The dedupe statement (for the definer functions). */
+export { JobInsertDeduped } from './enqueue/dedupe.js';
+export { batchColumns, hasFairnessKey, type NewJob } from './enqueue/fields.js';
+/** The ordering key take, shared with the scheduler's ScheduleFire. */
+export { TAKE_KEY } from './enqueue/fragments.js';
+export {
+  JobInsert,
+  JobInsertKeyed,
+  JobInsertKeyedFair,
+  JobInsertMany,
+  JobInsertManyFair,
+  JobInsertManyFairQuiet,
+  JobInsertManyQuiet,
+  JobInsertManyUniform,
+  JobInsertManyUniformQuiet,
+  JobInsertOrdered,
+  JobInsertOrderedFair,
+  JobInsertQuiet,
+} from './enqueue/statements.js';
+/** A read-committed transaction for a deduplicated batch run again. */
+export { inWriteTransaction } from './enqueue/write-transaction.js';
 
 /** The NOTIFY channel of a schema. Notifications carry only a queue name, never job data. */
 export function wakeupChannel(schema: string): string {
   return `${schema}_wakeup`;
 }
 
-/**
- * JobInsert: (nothing) -> pending.
- * Inserts one job and, in the same statement and so the same transaction, notifies listeners of
- * its queue; PostgreSQL delivers the notification only on commit and folds duplicates within one
- * transaction, so a transaction wakes each queue at most once.
- */
-export const JobInsert = defineStatement(
-  'enqueue_one',
-  (s) => `
-  WITH inserted AS (
-    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
-    VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $8)
-    RETURNING id
-  )
-  SELECT inserted.id, pg_notify($7, $1)::text AS notified FROM inserted`,
-);
-
-/**
- * JobInsertQuiet: (nothing) -> pending, without a notification. Used by autocommit enqueues that
- * a coalesced wake-up will announce after they commit (see src/wakeup-coalescer.ts): a notifying
- * transaction takes a database-wide lock at commit, so notifying on every insert would keep
- * concurrent enqueues from sharing a WAL flush.
- */
-export const JobInsertQuiet = defineStatement(
-  'enqueue_one_quiet',
-  (s) => `
-  INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key)
-  VALUES ($1, $2::jsonb, $3, coalesce($4::timestamptz, now() + $5::double precision * interval '1 millisecond'), $6, $7)
-  RETURNING id`,
-);
-
-/** WakeupNotify: wakes the listeners of one queue, in its own (autocommit) transaction. */
-const WakeupNotify = defineStatement('wakeup_notify', () => 'SELECT pg_notify($1, $2)');
-
-/**
- * JobInsertMany: (nothing) -> pending, for a whole batch in one statement.
- * Every column travels as an array (payloads as JSON texts), zipped by a multi-argument unnest.
- * Ids come back in input order: unnest yields rows in array order, the insert draws identity
- * values in the order rows reach it, and nothing in between reorders them (no sort, no join, and
- * PostgreSQL never runs an INSERT in parallel). An explicit ORDER BY on the ordinality cost a sort
- * of every row with its payload, about a tenth of the statement; test/storage/enqueue.test.ts checks the
- * order.
- */
-const insertManyText = (s: string, notify: boolean, fair = false) => `
-  WITH inserted AS (
-    INSERT INTO ${s}.jobs (queue_name, payload, priority, available_at, max_attempts, concurrency_key${fair ? ', fairness_key' : ''})
-    SELECT $1, i.payload::jsonb, i.priority,
-           coalesce(i.run_at, now() + i.delay_ms * interval '1 millisecond'), i.max_attempts, i.concurrency_key${fair ? ', i.fairness_key' : ''}
-    FROM unnest($2::text[], $3::integer[], $4::timestamptz[], $5::double precision[], $6::integer[], $8::text[]${fair ? ', $9::text[]' : ''})
-      AS i(payload, priority, run_at, delay_ms, max_attempts, concurrency_key${fair ? ', fairness_key' : ''})
-    RETURNING id
-  )
-  SELECT array_agg(id ORDER BY id)::text[] AS ids${notify ? ', pg_notify($7, $1)::text AS notified' : ', $7::text IS NULL AS quiet'}
-  FROM inserted`;
-export const JobInsertMany = defineStatement('enqueue_many', (s) => insertManyText(s, true));
-
-/** JobInsertManyQuiet: JobInsertMany without the notification, for coalesced wake-ups (as JobInsertQuiet). */
-export const JobInsertManyQuiet = defineStatement('enqueue_many_quiet', (s) => insertManyText(s, false));
-
-/**
- * JobInsertManyFair: JobInsertMany with each job's fairness key ($9, 022), for a batch (or a single
- * enqueue) where any job has one; jobs without a key get null. The other inserts do not name the
- * column, so enqueues without keys are unchanged.
- */
-export const JobInsertManyFair = defineStatement('enqueue_many_fair', (s) => insertManyText(s, true, true));
-/** JobInsertManyFair without the notification, for coalesced wake-ups. */
-export const JobInsertManyFairQuiet = defineStatement('enqueue_many_fair_quiet', (s) =>
-  insertManyText(s, false, true),
-);
-
-/**
- * JobInsertManyUniform: JobInsertMany for a uniform batch, the usual bulk load: every job claimable
- * now, with one priority ($3) and one attempt budget ($4), and no concurrency key. Only the payloads
- * travel, as one JSON array ($2, the payloads' JSON texts joined: nothing to escape); the rest are
- * scalars or the columns' defaults. Sending five arrays of identical values cost the producer a
- * serialised element each and the server an unnested one, and a text[] of JSON texts had every
- * quote escaped by the driver (the bulk enqueue's share of issue 28: pay for what you use). The
- * elements come out in array order, so ids are assigned in input order. $5 is the wake-up channel.
- */
-const insertUniformText = (s: string, notify: boolean) => `
-  WITH inserted AS (
-    INSERT INTO ${s}.jobs (queue_name, payload, priority, max_attempts)
-    SELECT $1, p, $3, $4
-    FROM jsonb_array_elements($2::jsonb) AS p
-    RETURNING id
-  )
-  SELECT array_agg(id ORDER BY id)::text[] AS ids${notify ? ', pg_notify($5, $1)::text AS notified' : ', $5::text IS NULL AS quiet'}
-  FROM inserted`;
-export const JobInsertManyUniform = defineStatement('enqueue_many_uniform', (s) =>
-  insertUniformText(s, true),
-);
-/** JobInsertManyUniform without the notification, for coalesced wake-ups. */
-export const JobInsertManyUniformQuiet = defineStatement('enqueue_many_uniform_quiet', (s) =>
-  insertUniformText(s, false),
-);
-
-/** True when the job takes turns under a fairness key (022). */
-export function hasFairnessKey(job: NewJob): boolean {
-  return job.fairnessKey !== undefined && job.fairnessKey !== null;
+/** Wakes the listeners of `queue` (its own transaction). */
+export async function notifyQueue(db: Queryable, schema: string, queue: string): Promise<void> {
+  await run(db, WakeupNotify(schema), [wakeupChannel(schema), queue]);
 }
+
+/** A batch to insert, by what its jobs carry beyond their own fields. */
+export type InsertBatch =
+  /** One job without keys: the single-row statement. */
+  | { kind: 'one'; job: NewJob }
+  /** Jobs without ordering, idempotency or dedupe keys. */
+  | { kind: 'plain'; jobs: readonly NewJob[] }
+  /** Jobs each with an idempotency key (keys[i] for jobs[i], each key once). */
+  | { kind: 'keyed'; jobs: readonly NewJob[]; keys: readonly string[] }
+  /** Jobs some of which have ordering keys. */
+  | { kind: 'ordered'; jobs: readonly NewJob[] }
+  /** Jobs some of which have dedupe keys (each key once). */
+  | { kind: 'deduped'; jobs: readonly NewDedupedJob[] };
 
 /** True when every job of the batch is claimable now with the first one's priority and attempt budget, without a key. */
 function isUniform(jobs: readonly NewJob[]): boolean {
@@ -125,19 +87,93 @@ function isUniform(jobs: readonly NewJob[]): boolean {
   return true;
 }
 
-/** A validated job ready to insert. */
-export interface NewJob {
-  payloadJson: string;
-  priority: number;
-  runAt: Date | null;
-  delayMs: number;
-  maxAttempts: number;
-  /** Per-aggregate ordering key (see ordering.ts); null for none. */
-  orderingKey: string | null;
-  /** Per-key concurrency limit key; null for none. */
-  concurrencyKey: string | null;
-  /** The key a round-robin queue takes turns between (claim-fair.ts); null or absent for none. */
-  fairnessKey?: string | null;
+/**
+ * The statement a batch runs and its parameters: the one place the choice is made. A plain job pays
+ * for nothing it does not carry: no key rows, no ids drawn ahead, no fairness column unless a job
+ * has a fairness key, and a uniform batch sends its payloads alone. `notify: false` (plain batches
+ * only) leaves the wake-up to the caller; keyed and ordered batches always notify.
+ */
+export function chooseInsert(
+  schema: string,
+  queue: string,
+  batch: InsertBatch,
+  notify: boolean,
+): { statement: Statement; values: unknown[] } {
+  const channel = wakeupChannel(schema);
+  if (batch.kind === 'one') {
+    const { job } = batch;
+    // With a fairness key, the batch insert that names the column (the single-row one does not).
+    if (hasFairnessKey(job)) return chooseInsert(schema, queue, { kind: 'plain', jobs: [job] }, notify);
+    const own = [queue, job.payloadJson, job.priority, job.runAt, job.delayMs, job.maxAttempts];
+    return notify
+      ? { statement: JobInsert(schema), values: [...own, channel, job.concurrencyKey] }
+      : { statement: JobInsertQuiet(schema), values: [...own, job.concurrencyKey] };
+  }
+  if (batch.kind === 'deduped') {
+    const { jobs } = batch;
+    return {
+      statement: JobInsertDeduped(schema),
+      values: [
+        queue,
+        ...batchColumns(jobs),
+        channel,
+        jobs.map((job) => job.orderingKey),
+        jobs.map((job) => job.concurrencyKey),
+        jobs.map((job) => job.dedupeKey),
+        jobs.map((job) => job.mode),
+        jobs.map((job) => job.windowMs),
+        jobs.map((job) => job.folded),
+        notify,
+      ],
+    };
+  }
+  const { jobs } = batch;
+  const fair = jobs.some(hasFairnessKey);
+  const fairnessKeys = fair ? [jobs.map((job) => job.fairnessKey ?? null)] : [];
+  const concurrencyKeys = jobs.map((job) => job.concurrencyKey);
+  if (batch.kind === 'keyed') {
+    return {
+      statement: (fair ? JobInsertKeyedFair : JobInsertKeyed)(schema),
+      values: [queue, ...batchColumns(jobs), channel, batch.keys, concurrencyKeys, ...fairnessKeys],
+    };
+  }
+  if (batch.kind === 'ordered') {
+    return {
+      statement: (fair ? JobInsertOrderedFair : JobInsertOrdered)(schema),
+      values: [
+        queue,
+        ...batchColumns(jobs),
+        channel,
+        jobs.map((job) => job.orderingKey),
+        concurrencyKeys,
+        ...fairnessKeys,
+      ],
+    };
+  }
+  if (isUniform(jobs)) {
+    const first = jobs[0] as NewJob;
+    return {
+      statement: (notify ? JobInsertManyUniform : JobInsertManyUniformQuiet)(schema),
+      values: [
+        queue,
+        `[${jobs.map((job) => job.payloadJson).join(',')}]`,
+        first.priority,
+        first.maxAttempts,
+        channel,
+      ],
+    };
+  }
+  const many = fair
+    ? notify
+      ? JobInsertManyFair
+      : JobInsertManyFairQuiet
+    : notify
+      ? JobInsertMany
+      : JobInsertManyQuiet;
+  return {
+    statement: many(schema),
+    values: [queue, ...batchColumns(jobs), channel, concurrencyKeys, ...fairnessKeys],
+  };
 }
 
 /** Inserts one job; returns its id. `notify: false` leaves the wake-up to the caller. */
@@ -148,53 +184,9 @@ export async function insertJob(
   job: NewJob,
   { notify = true }: { notify?: boolean } = {},
 ): Promise<string> {
-  // With a fairness key, the batch insert that names the column (the plain one does not).
-  if (hasFairnessKey(job)) return (await insertJobs(db, schema, queue, [job], { notify }))[0] as string;
-  if (!notify) {
-    const quiet = await run<{ id: string }>(db, JobInsertQuiet(schema), [
-      queue,
-      job.payloadJson,
-      job.priority,
-      job.runAt,
-      job.delayMs,
-      job.maxAttempts,
-      job.concurrencyKey,
-    ]);
-    return quiet[0]?.id as string;
-  }
-  const rows = await run<{ id: string }>(db, JobInsert(schema), [
-    queue,
-    job.payloadJson,
-    job.priority,
-    job.runAt,
-    job.delayMs,
-    job.maxAttempts,
-    wakeupChannel(schema),
-    job.concurrencyKey,
-  ]);
-  return rows[0]?.id as string;
-}
-
-/** Wakes the listeners of `queue` (its own transaction). */
-export async function notifyQueue(db: Queryable, schema: string, queue: string): Promise<void> {
-  await run(db, WakeupNotify(schema), [wakeupChannel(schema), queue]);
-}
-
-/**
- * The columns every batch insert takes, in parameter order $2..$6: payloads as JSON texts, then
- * priority, run_at, delay_ms and max_attempts, as parallel arrays. (One JSON array parsed with
- * jsonb_array_elements was measurably slower than a text array cast element by element.)
- */
-export function batchColumns(
-  jobs: readonly NewJob[],
-): [string[], number[], (Date | null)[], number[], number[]] {
-  return [
-    jobs.map((job) => job.payloadJson),
-    jobs.map((job) => job.priority),
-    jobs.map((job) => job.runAt),
-    jobs.map((job) => job.delayMs),
-    jobs.map((job) => job.maxAttempts),
-  ];
+  const { statement, values } = chooseInsert(schema, queue, { kind: 'one', job }, notify);
+  const row = (await run<{ id?: string } & IdsRow>(db, statement, values))[0];
+  return (row?.id ?? readIds(row)[0]) as string;
 }
 
 /**
@@ -208,40 +200,97 @@ export async function insertJobs(
   jobs: readonly NewJob[],
   { notify = true }: { notify?: boolean } = {},
 ): Promise<string[]> {
-  if (isUniform(jobs)) {
-    const first = jobs[0] as NewJob;
-    const uniform = await run<{ ids: string[] }>(
-      db,
-      (notify ? JobInsertManyUniform : JobInsertManyUniformQuiet)(schema),
-      [
-        queue,
-        `[${jobs.map((job) => job.payloadJson).join(',')}]`,
-        first.priority,
-        first.maxAttempts,
-        wakeupChannel(schema),
-      ],
-    );
-    return uniform[0]?.ids ?? [];
+  const { statement, values } = chooseInsert(schema, queue, { kind: 'plain', jobs }, notify);
+  return readIds((await run<IdsRow>(db, statement, values))[0]);
+}
+
+/** A batch's answer: its ids, or (firstIdAnswer) its first id and count when they are consecutive. */
+interface IdsRow {
+  ids: string[] | null;
+  first_id?: string | null;
+  n?: number;
+}
+
+/** The ids of a batch's answer, in input order. */
+export function readIds(row: IdsRow | undefined): string[] {
+  if (!row) return [];
+  if (row.ids) return row.ids;
+  const n = row.n ?? 0;
+  if (n === 0 || row.first_id === null || row.first_id === undefined) return [];
+  const ids = new Array<string>(n);
+  const first = Number(row.first_id);
+  if (Number.isSafeInteger(first + n)) {
+    for (let i = 0; i < n; i++) ids[i] = String(first + i);
+  } else {
+    const big = BigInt(row.first_id);
+    for (let i = 0; i < n; i++) ids[i] = String(big + BigInt(i));
   }
-  if (jobs.some(hasFairnessKey)) {
-    const fair = await run<{ ids: string[] }>(
-      db,
-      (notify ? JobInsertManyFair : JobInsertManyFairQuiet)(schema),
-      [
-        queue,
-        ...batchColumns(jobs),
-        wakeupChannel(schema),
-        jobs.map((job) => job.concurrencyKey),
-        jobs.map((job) => job.fairnessKey ?? null),
-      ],
-    );
-    return fair[0]?.ids ?? [];
-  }
-  const rows = await run<{ ids: string[] }>(db, (notify ? JobInsertMany : JobInsertManyQuiet)(schema), [
-    queue,
-    ...batchColumns(jobs),
-    wakeupChannel(schema),
-    jobs.map((job) => job.concurrencyKey),
-  ]);
+  return ids;
+}
+
+/** Inserts jobs of one queue, some with ordering keys, in one statement; ids in input order. */
+export async function insertOrderedJobs(
+  db: Queryable,
+  schema: string,
+  queue: string,
+  jobs: readonly NewJob[],
+): Promise<string[]> {
+  const { statement, values } = chooseInsert(schema, queue, { kind: 'ordered', jobs }, true);
+  const rows = await run<{ ids: string[] }>(db, statement, values);
   return rows[0]?.ids ?? [];
+}
+
+/**
+ * Inserts each job unless its idempotency key (keys[i], each key once) is taken; answers, in input
+ * order, the id of the job holding each key and whether this statement created it.
+ */
+export async function insertKeyedJobs(
+  db: Queryable,
+  schema: string,
+  queue: string,
+  jobs: readonly NewJob[],
+  keys: readonly string[],
+): Promise<{ id: string; created: boolean }[]> {
+  const { statement, values } = chooseInsert(schema, queue, { kind: 'keyed', jobs, keys }, true);
+  const rows = await run<{ id: string; created: boolean }>(db, statement, values);
+  return rows.map((row) => ({ id: row.id, created: row.created }));
+}
+
+/** Inserts a job unless its key is taken; returns the id of the job holding the key. */
+export async function insertKeyedJob(
+  db: Queryable,
+  schema: string,
+  queue: string,
+  job: NewJob,
+  key: string,
+): Promise<{ id: string; created: boolean }> {
+  return (await insertKeyedJobs(db, schema, queue, [job], [key]))[0] as { id: string; created: boolean };
+}
+
+/** One item's answer: the job it resolved to (null when `stale`), and, for `replaced`, the cancelled job. */
+export interface DedupedRow {
+  id: string | null;
+  outcome: DedupeOutcome;
+  cancelledId: string | null;
+}
+
+/**
+ * Runs JobInsertDeduped for `jobs` of `queue` (each key at most once); answers in input order.
+ * Items answered `stale` wrote nothing and must be run again (a new statement sees the commit).
+ * `notify: false` leaves the wake-up to the caller.
+ */
+export async function insertDedupedJobs(
+  db: Queryable,
+  schema: string,
+  queue: string,
+  jobs: readonly NewDedupedJob[],
+  { notify = true }: { notify?: boolean } = {},
+): Promise<DedupedRow[]> {
+  const { statement, values } = chooseInsert(schema, queue, { kind: 'deduped', jobs }, notify);
+  const rows = await run<{ id: string | null; outcome: DedupeOutcome; cancelled_id: string | null }>(
+    db,
+    statement,
+    values,
+  );
+  return rows.map((row) => ({ id: row.id, outcome: row.outcome, cancelledId: row.cancelled_id }));
 }

@@ -240,12 +240,12 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
   enqueue_many_quiet: [queue(1), ...insertMany(2)],
   enqueue_many_uniform: [...insertUniform, { arg: 5, kind: 'channel', channel: 'wakeup' }],
   enqueue_many_uniform_quiet: insertUniform,
-  enqueue_keyed: [...insertOne, { arg: 7, kind: 'channel', channel: 'wakeup' }],
+  enqueue_keyed: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_ordered: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   // The fairness key itself is bounded by its column's CHECK (022), as concurrency keys are (003).
   enqueue_many_fair: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_many_fair_quiet: [queue(1), ...insertMany(2)],
-  enqueue_keyed_fair: [...insertOne, { arg: 7, kind: 'channel', channel: 'wakeup' }],
+  enqueue_keyed_fair: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_ordered_fair: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_deduped: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_flow: [

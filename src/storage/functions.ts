@@ -35,19 +35,7 @@ import {
 } from './complete.js';
 import { defineStatement, quoteIdent, type Statement } from './db.js';
 import { EffectBegin, EffectRearm, EffectRecordResult } from './effects.js';
-import {
-  JobInsert,
-  JobInsertMany,
-  JobInsertManyFair,
-  JobInsertManyFairQuiet,
-  JobInsertManyQuiet,
-  JobInsertManyUniform,
-  JobInsertManyUniformQuiet,
-  JobInsertQuiet,
-} from './enqueue.js';
-import { JobInsertDeduped } from './enqueue-dedupe.js';
-import { JobInsertKeyed, JobInsertKeyedFair } from './enqueue-keyed.js';
-import { JobInsertOrdered, JobInsertOrderedFair } from './enqueue-ordered.js';
+import * as enqueue from './enqueue.js';
 import { EVENT_FUNCTIONS } from './events.js';
 import { JobFailMany, JobSnoozeMany } from './fail.js';
 import { FlowInsert } from './flows.js';
@@ -179,75 +167,75 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
   // The producer: enqueue one, many, keyed, ordered, deduped, a flow, and the trace context of what it enqueued.
   {
     role: 'producer',
-    statement: JobInsert,
+    statement: enqueue.JobInsert,
     args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text',
     returns: 'id bigint, notified text',
   },
   {
     role: 'producer',
-    statement: JobInsertQuiet,
+    statement: enqueue.JobInsertQuiet,
     args: 'text, jsonb, integer, timestamptz, double precision, integer, text',
     returns: 'id bigint',
   },
   {
     role: 'producer',
-    statement: JobInsertMany,
+    statement: enqueue.JobInsertMany,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
     returns: 'ids text[], notified text',
   },
   {
     role: 'producer',
-    statement: JobInsertManyQuiet,
+    statement: enqueue.JobInsertManyQuiet,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[]',
     returns: 'ids text[], quiet boolean',
   },
   {
     // Fairness keys (022): only enqueues that carry one name the column.
     role: 'producer',
-    statement: JobInsertManyFair,
+    statement: enqueue.JobInsertManyFair,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
     returns: 'ids text[], notified text',
   },
   {
     role: 'producer',
-    statement: JobInsertManyFairQuiet,
+    statement: enqueue.JobInsertManyFairQuiet,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
     returns: 'ids text[], quiet boolean',
   },
   {
     // A uniform batch (claimable now, one priority and attempt budget, no key): payloads only.
     role: 'producer',
-    statement: JobInsertManyUniform,
+    statement: enqueue.JobInsertManyUniform,
     args: 'text, jsonb, integer, integer, text',
-    returns: 'ids text[], notified text',
+    returns: 'first_id text, n integer, ids text[], notified text',
   },
   {
     role: 'producer',
-    statement: JobInsertManyUniformQuiet,
+    statement: enqueue.JobInsertManyUniformQuiet,
     args: 'text, jsonb, integer, integer, text',
-    returns: 'ids text[], quiet boolean',
+    returns: 'first_id text, n integer, ids text[], quiet boolean',
   },
   {
     role: 'producer',
-    statement: JobInsertKeyed,
-    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text',
+    statement: enqueue.JobInsertKeyed,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
     returns: 'id text, created boolean, notified bigint',
   },
   {
     role: 'producer',
-    statement: JobInsertKeyedFair,
-    args: 'text, jsonb, integer, timestamptz, double precision, integer, text, text, text, text',
+    statement: enqueue.JobInsertKeyedFair,
+    args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[], text[]',
     returns: 'id text, created boolean, notified bigint',
   },
   {
     role: 'producer',
-    statement: JobInsertOrdered,
+    statement: enqueue.JobInsertOrdered,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[]',
     returns: 'ids text[], notified text',
   },
   {
     role: 'producer',
-    statement: JobInsertOrderedFair,
+    statement: enqueue.JobInsertOrderedFair,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[], text[]',
     returns: 'ids text[], notified text',
   },
@@ -256,7 +244,7 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     // the running job its key names, fenced by a token bump), and only that: dedupe_keys are
     // written by no other path.
     role: 'producer',
-    statement: JobInsertDeduped,
+    statement: enqueue.JobInsertDeduped,
     args: 'text, text[], integer[], timestamptz[], double precision[], integer[], text, text[], text[], text[], text[], double precision[], integer[], boolean',
     returns: 'id text, outcome text, cancelled_id text, notified bigint',
   },

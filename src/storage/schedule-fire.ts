@@ -1,6 +1,5 @@
 import { defineStatement, type Queryable, run } from './db.js';
-import { wakeupChannel } from './enqueue.js';
-import { TAKE_KEY } from './enqueue-ordered.js';
+import { TAKE_KEY, wakeupChannel } from './enqueue.js';
 
 /**
  * ScheduleFire: fires a schedule's due ticks, (nothing) -> pending, one job per tick, in ONE

@@ -177,8 +177,8 @@ ${jobValues(s)}
       PERFORM ${s}.api_refuse('options.orderingKey', 'cannot be combined with idempotencyKey yet');
     END IF;
     SELECT r.id::bigint INTO v_id
-    FROM ${fn('enqueue_keyed')}(queue, payload, v_priority, v_run_at, v_delay_ms, v_max_attempts, ${channel},
-      v_key, v_concurrency_key) AS r;
+    FROM ${fn('enqueue_keyed')}(queue, ARRAY[payload::text], ARRAY[v_priority], ARRAY[v_run_at],
+      ARRAY[v_delay_ms], ARRAY[v_max_attempts], ${channel}, ARRAY[v_key], ARRAY[v_concurrency_key]) AS r;
     RETURN v_id;
   END IF;
   IF v_ordering_key IS NOT NULL THEN

@@ -3,14 +3,14 @@ import type { LeaseholdContext } from '../../context.js';
 import { DEDUPE_FIELDS, DEDUPE_MODES, MAX_DEDUPE_WINDOW_MS, MAX_KEY_CHARS } from '../../enqueue-fields.js';
 import { DatabaseError, isLeaseholdError, ValidationError } from '../../errors.js';
 import type { Queryable } from '../../storage/db.js';
-import type { NewJob } from '../../storage/enqueue.js';
 import {
   type DedupedRow,
   type DedupeMode,
   insertDedupedJobs,
   inWriteTransaction,
   type NewDedupedJob,
-} from '../../storage/enqueue-dedupe.js';
+  type NewJob,
+} from '../../storage/enqueue.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 import { assertInt, assertText } from '../../validation.js';
 

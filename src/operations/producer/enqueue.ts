@@ -6,9 +6,13 @@ import { ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS, MAX_KEY_CHARS } from '../../enq
 import { ValidationError } from '../../errors.js';
 import { traceEnqueue } from '../../observability/tracing.js';
 import type { Queryable } from '../../storage/db.js';
-import { insertJob, insertJobs, type NewJob } from '../../storage/enqueue.js';
-import { insertKeyedJob } from '../../storage/enqueue-keyed.js';
-import { insertOrderedJobs } from '../../storage/enqueue-ordered.js';
+import {
+  insertJob,
+  insertJobs,
+  insertKeyedJob,
+  insertOrderedJobs,
+  type NewJob,
+} from '../../storage/enqueue.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 import {
   assertQueueName,
@@ -22,6 +26,7 @@ import {
   serialisePayload,
 } from '../../validation.js';
 import { retryWhileAnswerLost } from './answer-lost.js';
+import { enqueueCombined } from './enqueue-combined.js';
 import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
 
 const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = ENQUEUE_OPTION_KEYS;
@@ -66,6 +71,7 @@ async function enqueueOne(
     // makes that safe, and finds the job if the first attempt had committed. In a caller's
     // transaction the error is the caller's: the transaction is gone.
     if (options.client !== undefined) return insertKeyedJob(db, schema, queue, job, key);
+    if (context.enqueues) return enqueueCombined(context, queue, { job, key });
     return retryWhileAnswerLost(() => insertKeyedJob(db, schema, queue, job, key));
   }
   if (job.orderingKey !== null) {
@@ -76,6 +82,7 @@ async function enqueueOne(
     // Inside the caller's transaction: notify in it, delivered on its commit.
     return { id: await insertJob(db, schema, queue, job), created: true };
   }
+  if (context.enqueues) return enqueueCombined(context, queue, { job, key: null });
   const notify = wakeups.notifyInline(queue);
   const id = await insertJob(db, schema, queue, job, { notify });
   if (!notify) wakeups.quietInsertCommitted(queue);
@@ -116,6 +123,7 @@ async function enqueueBatch(
   }
   const jobs = items.map((item, index) => {
     const field = `items[${index}]`;
+    if (isPayloadOnly(item)) return payloadOnlyJob(context, item.payload, field);
     if (typeof item === 'object' && item !== null) rejectUnknownOptions(item, ENQUEUE_ITEM, field);
     return newJob(context, item, field);
   });
@@ -129,7 +137,9 @@ async function enqueueBatch(
   }
   const { schema, wakeups } = context;
   const db = connectionFor(context, options.client);
-  const dedupes = items.map((item, index) => parseDedupe(item.dedupe, `items[${index}].dedupe`, item));
+  const dedupes = items.map((item, index) =>
+    item.dedupe === undefined ? null : parseDedupe(item.dedupe, `items[${index}].dedupe`, item),
+  );
   if (dedupes.some((dedupe) => dedupe !== null)) {
     const keyed = jobs.findIndex((job) => job.fairnessKey !== null);
     if (keyed >= 0)
@@ -148,6 +158,31 @@ async function enqueueBatch(
   const ids = await insertJobs(db, schema, queue, jobs, { notify });
   if (!notify) wakeups.quietInsertCommitted(queue);
   return { ids };
+}
+
+/** True for the commonest bulk item, `{ payload }` and nothing else. */
+function isPayloadOnly(item: unknown): item is { payload: unknown } {
+  if (typeof item !== 'object' || item === null) return false;
+  for (const key in item) if (key !== 'payload') return false;
+  return Object.hasOwn(item, 'payload');
+}
+
+/**
+ * The job of a `{ payload }` item: newJob's answer for it (every other field at its default),
+ * without checking options the item does not have (nor building the names of fields it would
+ * report): the commonest bulk item pays for nothing it does not carry (issue 28).
+ */
+function payloadOnlyJob(context: LeaseholdContext, payload: unknown, field: string): NewJob {
+  return {
+    payloadJson: serialisePayload(payload, context.maxPayloadBytes, `${field}.payload`),
+    priority: DEFAULT_PRIORITY,
+    runAt: null,
+    delayMs: 0,
+    maxAttempts: DEFAULT_MAX_ATTEMPTS,
+    orderingKey: null,
+    concurrencyKey: null,
+    fairnessKey: null,
+  };
 }
 
 /** Validates one job's fields into the row the insert statements take (also used by enqueueFlow). */

@@ -1,9 +1,10 @@
-import type pg from 'pg';
-import { toDatabaseError } from '../errors.js';
-import { cancelledSet } from './cancel-set.js';
-import { defineStatement, guardCheckedOut, type Queryable, run } from './db.js';
-import { batchColumns, type NewJob, wakeupChannel } from './enqueue.js';
-import { keySlotsReleaseCte } from './key-slots.js';
+import { cancelledSet } from '../cancel-set.js';
+import { defineStatement } from '../db.js';
+import { keySlotsReleaseCte } from '../key-slots.js';
+import type { NewJob } from './fields.js';
+import { availableAt, type ItemField, insertJobsFrom, itemsWithIds, rowOfItem } from './fragments.js';
+
+// The dedupe statement of the enqueue module (../enqueue.ts chooses it for a batch with dedupe keys).
 
 /** How an enqueue with `dedupe` treats the job its key names. */
 export type DedupeMode = 'throttle' | 'debounce' | 'replace';
@@ -17,6 +18,16 @@ export interface NewDedupedJob extends NewJob {
   /** Enqueues of the same key folded into this one inside the batch: each leaves an event. */
   folded: number;
 }
+
+/** The fields a deduplicated batch carries per job after its own: $8..$13. */
+const DEDUPE_ITEM_FIELDS: readonly ItemField[] = [
+  'ordering_key',
+  'concurrency_key',
+  'dedupe_key',
+  'mode',
+  'window_ms',
+  'folded',
+];
 
 /**
  * What one item's key did: `created` (a new job), `collapsed` (folded into the job the key names),
@@ -67,7 +78,7 @@ const OUTCOME = `(CASE
  *    replace: payload and the item's run time; throttle: nothing) and append `deduplicated`
  *    events; replaced running jobs are cancelled exactly as lh.cancel does (token bumped, so the
  *    old worker's completion is refused and counted; `cancelled` event; per-key slot given back).
- * 4. New jobs are inserted as enqueue-ordered.ts does, with one difference: the job that replaces
+ * 4. New jobs are inserted as JobInsertOrdered (statements.ts) does, with one difference: the job that replaces
  *    its key's running head takes that head's place (the key's row moves its head to it), so a
  *    replacement keeps its place in line and needs no hand-over.
  * Returns, per item in input order, the job id the item resolved to and its outcome. With $14,
@@ -78,16 +89,7 @@ const OUTCOME = `(CASE
 export const JobInsertDeduped = defineStatement(
   'enqueue_deduped',
   (s) => `
-  WITH items AS MATERIALIZED (
-    SELECT nextval(pg_get_serial_sequence('${s}.jobs', 'id')) AS id, i.*
-    FROM ROWS FROM (
-      unnest($2::text[]), unnest($3::integer[]), unnest($4::timestamptz[]),
-      unnest($5::double precision[]), unnest($6::integer[]), unnest($8::text[]), unnest($9::text[]),
-      unnest($10::text[]), unnest($11::text[]), unnest($12::double precision[]), unnest($13::integer[])
-    ) WITH ORDINALITY AS i(payload, priority, run_at, delay_ms, max_attempts, ordering_key,
-                           concurrency_key, dedupe_key, mode, window_ms, folded, ord)
-    ORDER BY i.ord
-  ),
+  WITH ${itemsWithIds(s, DEDUPE_ITEM_FIELDS)},
   seen AS MATERIALIZED (
     SELECT d.dedupe_key, d.job_id
     FROM ${s}.dedupe_keys AS d
@@ -139,7 +141,7 @@ export const JobInsertDeduped = defineStatement(
     UPDATE ${s}.jobs AS j
     SET payload = o.payload::jsonb,
         available_at = CASE WHEN o.mode = 'debounce' THEN now() + o.window_ms * interval '1 millisecond'
-                            ELSE coalesce(o.run_at, now() + o.delay_ms * interval '1 millisecond') END
+                            ELSE ${availableAt('o.run_at', 'o.delay_ms')} END
     FROM outcomes AS o
     WHERE o.outcome = 'collapsed' AND o.mode <> 'throttle' AND j.id = o.job_id AND j.status = 'pending'
     RETURNING j.id
@@ -201,18 +203,18 @@ export const JobInsertDeduped = defineStatement(
     RETURNING k.ordering_key, k.head_id
   ),
   inserted AS (
-    INSERT INTO ${s}.jobs (id, queue_name, payload, priority, available_at, max_attempts,
-                           ordering_key, concurrency_key, awaits_predecessor)
-    OVERRIDING SYSTEM VALUE
-    SELECT f.id, $1, f.payload::jsonb, f.priority,
-           CASE WHEN f.mode = 'debounce' THEN now() + f.window_ms * interval '1 millisecond'
-                ELSE coalesce(f.run_at, now() + f.delay_ms * interval '1 millisecond') END,
-           f.max_attempts, f.ordering_key, f.concurrency_key,
-           f.ordering_key IS NOT NULL AND ordering.head_id IS DISTINCT FROM f.id
-    FROM fresh AS f
-    LEFT JOIN ordering ON ordering.ordering_key = f.ordering_key
-    ORDER BY f.id
-    RETURNING id
+    ${insertJobsFrom(
+      s,
+      {
+        id: 'f.id',
+        ...rowOfItem('f', ['ordering_key', 'concurrency_key']),
+        available_at: `CASE WHEN f.mode = 'debounce' THEN now() + f.window_ms * interval '1 millisecond'
+                ELSE ${availableAt('f.run_at', 'f.delay_ms')} END`,
+        awaits_predecessor: 'f.ordering_key IS NOT NULL AND ordering.head_id IS DISTINCT FROM f.id',
+      },
+      'fresh AS f\n    LEFT JOIN ordering ON ordering.ordering_key = f.ordering_key',
+      '\n    ORDER BY f.id',
+    )}
   )
   SELECT CASE WHEN o.outcome = 'stale' THEN NULL ELSE o.job_id::text END AS id, o.outcome,
          CASE WHEN o.outcome = 'replaced' THEN o.old_id::text END AS cancelled_id,
@@ -222,69 +224,3 @@ export const JobInsertDeduped = defineStatement(
   FROM outcomes AS o
   ORDER BY o.ord`,
 );
-
-/** One item's answer: the job it resolved to (null when `stale`), and, for `replaced`, the cancelled job. */
-export interface DedupedRow {
-  id: string | null;
-  outcome: DedupeOutcome;
-  cancelledId: string | null;
-}
-
-/**
- * Runs JobInsertDeduped for `jobs` of `queue` (each key at most once); answers in input order.
- * Items answered `stale` wrote nothing and must be run again (a new statement sees the commit).
- * `notify: false` leaves the wake-up to the caller.
- */
-export async function insertDedupedJobs(
-  db: Queryable,
-  schema: string,
-  queue: string,
-  jobs: readonly NewDedupedJob[],
-  { notify = true }: { notify?: boolean } = {},
-): Promise<DedupedRow[]> {
-  const rows = await run<{ id: string | null; outcome: DedupeOutcome; cancelled_id: string | null }>(
-    db,
-    JobInsertDeduped(schema),
-    [
-      queue,
-      ...batchColumns(jobs),
-      wakeupChannel(schema),
-      jobs.map((job) => job.orderingKey),
-      jobs.map((job) => job.concurrencyKey),
-      jobs.map((job) => job.dedupeKey),
-      jobs.map((job) => job.mode),
-      jobs.map((job) => job.windowMs),
-      jobs.map((job) => job.folded),
-      notify,
-    ],
-  );
-  return rows.map((row) => ({ id: row.id, outcome: row.outcome, cancelledId: row.cancelled_id }));
-}
-
-/**
- * Runs `use` in a read-committed transaction on one pooled connection (BEGIN ... COMMIT, rolled
- * back on error): a deduplicated batch whose stale items are run again stays all or nothing.
- */
-export async function inWriteTransaction<T>(pool: pg.Pool, use: (db: Queryable) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  const unguard = guardCheckedOut(client);
-  let broken: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    try {
-      const result = await use(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
-        broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
-      });
-      throw err;
-    }
-  } catch (err) {
-    throw toDatabaseError(err, 'enqueue_deduped transaction', 'enqueue');
-  } finally {
-    unguard();
-    client.release(broken);
-  }
-}
