@@ -5,6 +5,7 @@ import type { Queryable } from '../storage/db.js';
 import { readParents } from '../storage/flow-read.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { type EffectSpec, runEffect } from './effects.js';
+import { type InvokableTask, type InvokeOptions, invokeChild } from './invoke.js';
 import { SnoozeError } from './job-errors.js';
 import { type OutputLimits, progressText } from './job-output.js';
 import {
@@ -117,12 +118,32 @@ export interface JobContext<Payload = unknown> {
     options: WaitForEventOptions,
   ) => Promise<EventWaitResult<P>>;
   /**
+   * Enqueues a child job (a task, its payload checked, or a queue name) as a recorded step, and
+   * resolves with its result once it succeeds: meanwhile this job is handed back holding no lease
+   * and spending no attempt. A retried job finds the same child. A dead or cancelled child throws
+   * `InvokedJobDeadError` / `InvokedJobCancelledError` (codes `JOB_DEAD`, `JOB_CANCELLED`).
+   */
+  readonly invoke: JobInvoke;
+  /**
    * Runs `fn` in one transaction committed together with this job's completion: either both land
    * or neither (exactly-once effects on your own tables). See `JobTransaction`.
    */
   readonly transaction: JobTransaction;
   /** This job's parents in its flow (ids, statuses, results), read in one query when called; [] outside a flow. */
   parents(): Promise<JobParent[]>;
+}
+
+/**
+ * `job.invoke`: a task's result type when given a task, else `R` (default unknown). A task is
+ * matched by the types `defineTask` gives it (task.ts imports this module, so not by name here).
+ */
+export interface JobInvoke {
+  <T extends InvokableTask>(
+    task: T,
+    payload: NonNullable<T['~types']>['input'],
+    options?: InvokeOptions,
+  ): Promise<NonNullable<T['~types']>['result']>;
+  <R = unknown>(queue: string, payload: unknown, options?: InvokeOptions): Promise<R>;
 }
 
 /** The `with` of `job.transaction`'s options, checked: an adapter from leasehold/kysely, /knex... */
@@ -224,6 +245,7 @@ export class ActiveJob implements JobContext {
     name: string,
     options: WaitForEventOptions,
   ) => Promise<EventWaitResult<P>>;
+  readonly invoke: JobInvoke;
   readonly transaction: JobTransaction;
   readonly #maxProgressBytes: number;
 
@@ -288,6 +310,8 @@ export class ActiveJob implements JobContext {
       const ended = await stepRun().waitForEvent(eventName(name), key, timeoutMs, EVENT_RETENTION_MS);
       return ended as EventWaitResult<P>;
     };
+    this.invoke = (async (target: unknown, payload: unknown, options?: InvokeOptions) =>
+      stepRun().invoke(await invokeChild(target, payload, options))) as JobInvoke;
     let ownPool: TransactionAdapter<pg.PoolClient> | null = null;
     this.transaction = (async <Tx, T>(
       fn: (tx: Tx) => Promise<T> | T,
