@@ -15,7 +15,8 @@ import { claimJobs } from '../../src/storage/claim.js';
 import { completeJobs } from '../../src/storage/complete.js';
 import { wakeupChannel } from '../../src/storage/enqueue.js';
 import { beginInvoke } from '../../src/storage/invoke.js';
-import { expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
+import { runCliInProcess } from '../support/cli-inprocess.js';
+import { databaseUrl, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { forkWorker, killHard, started } from '../support/worker.js';
 
 // job.invoke (issue 30): a child job enqueued as a recorded step, the invoking job handed back until
@@ -85,6 +86,17 @@ describe('job.invoke', () => {
     expect(steps).toEqual([
       { name: 'invoke-add#0', kind: 'invoke', result: { childId: children[0]?.id, queue: 'invoke-add' } },
     ]);
+    // `leasehold jobs show` names the invoke and its child (never a payload or result).
+    const shown = await runCliInProcess([
+      'jobs',
+      'show',
+      id,
+      '--database-url',
+      databaseUrl(),
+      '--schema',
+      lh.schema,
+    ]);
+    expect(shown.stdout).toContain(`invoke invoke-add#0: job ${children[0]?.id}`);
   });
 
   it("a dead child wakes its invoking job with the child's error; left uncaught, it ends the invoker dead", async () => {
