@@ -17,6 +17,7 @@ import { wakeupChannel } from '../../src/storage/enqueue.js';
 import { beginInvoke } from '../../src/storage/invoke.js';
 import { runCliInProcess } from '../support/cli-inprocess.js';
 import { databaseUrl, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
+import { roleClient } from '../support/roles.js';
 import { forkWorker, killHard, started } from '../support/worker.js';
 
 // job.invoke (issue 30): a child job enqueued as a recorded step, the invoking job handed back until
@@ -396,5 +397,31 @@ describe('job.invoke', () => {
     expect(errors).toHaveLength(1);
     expect(errors[0]).toBeInstanceOf(ValidationError);
     expect(await jobsOn(pool, lh.schema, 'invoke-from-batch')).toEqual([]);
+  });
+
+  it('under the worker role, an invoke goes through its functions (child enqueued, invoker woken)', async () => {
+    const owner = await migratedClient({ backoff: noBackoff });
+    const lh = await roleClient(owner.schema, 'worker', { backoff: noBackoff });
+    const pool = testPool();
+    const { id } = await owner.enqueue('invoke-role-parent', {});
+    const worker = await started(
+      lh.worker({
+        queues: {
+          'invoke-role-kid': async (job: JobContext) => ({ doubled: (job.payload as { n: number }).n * 2 }),
+          'invoke-role-parent': async (job: JobContext) => job.invoke('invoke-role-kid', { n: 21 }),
+        },
+        pollIntervalMs: 20,
+      }),
+    );
+    const job = await succeeded(owner, id);
+    await worker.stop();
+    expect(job?.result).toEqual({ doubled: 42 });
+    expect(await jobsOn(pool, owner.schema, 'invoke-role-kid')).toHaveLength(1);
+    // The worker role cannot link jobs itself: only the fenced invoke function writes an edge.
+    await expect(
+      lh.pool.query(`INSERT INTO "${owner.schema}".job_dependencies (parent_id, child_id) VALUES (1, $1)`, [
+        id,
+      ]),
+    ).rejects.toThrow(/permission denied/);
   });
 });
