@@ -9,6 +9,7 @@ import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/li
 import { Leasehold } from '../dist/index.js';
 import { batchFacts, batchInvariants } from './batches.mjs';
 import { check } from './checker.mjs';
+import { checkEvents, eventInvariants, formatEvents } from './events-checker.mjs';
 import { skewRecord } from './faults.mjs';
 import { checkFlows, flowInvariants } from './flows-checker.mjs';
 import {
@@ -172,6 +173,7 @@ async function main() {
       counterPct: options.counterPct,
       flowPct: options.flowPct,
       steps: options.steps,
+      eventPct: options.steps > 0 ? options.eventPct : 0,
       shouldStop: () => false,
       log,
     }).then((result) => {
@@ -243,13 +245,23 @@ async function main() {
     }
     // The steps workload (--steps): each recorded step ran its effect once, by a current lease.
     if (options.steps > 0) {
+      const stepsStarted = performance.now();
       facts.steps = await checkSteps(admin, options.steps);
       rules.push(...stepInvariants(facts.steps));
+      log(`steps checked in ${Math.round((performance.now() - stepsStarted) / 1000)} s`);
+      // Its waits (--event-pct): each ended woken by its own event or timed out, as its plan allows.
+      if (options.eventPct > 0) {
+        const eventsStarted = performance.now();
+        facts.events = await checkEvents(admin);
+        rules.push(...eventInvariants(facts.events, producer.eventsSent));
+        log(`events checked in ${Math.round((performance.now() - eventsStarted) / 1000)} s`);
+      }
     }
     console.log('');
     console.log(formatReport(facts, rules, run));
     if (facts.limited) console.log(`\n${formatLimited(facts.limited)}`);
     if (facts.steps) console.log(`\n${formatSteps(facts.steps)}`);
+    if (facts.events) console.log(`\n${formatEvents(facts.events, producer.eventsSent)}`);
     console.log('');
     console.log(
       `Finished in ${Math.round((performance.now() - startedAt) / 1000)} s; load average at end (1/5/15 min): ${loadAverage()}`,

@@ -32,6 +32,8 @@ const INTEGER_FLAGS = {
   'batch-size': [0, 0, 200],
   // The steps workload: every produced job is a workflow of this many durable steps (0: off).
   steps: [0, 0, 50],
+  // With --steps: percent of the workflows that wait for an event (sent before, after, or never).
+  'event-pct': [30, 0, 100],
 };
 
 const USAGE = `Usage: npm run chaos -- [flags]
@@ -58,7 +60,13 @@ of the batch, and the rest complete together; every invariant is judged as for s
 short job.sleep halfway, each step's side effect written to the ledger with the claim that ran it
 and the value the step records: the checker then proves each recorded step's value is in exactly one
 effect run (by the recording claim), no later claim ran a recorded step again, every succeeded
-workflow recorded all its steps, and no step or sleep was recorded by a stale lease. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
+workflow recorded all its steps, and no step or sleep was recorded by a stale lease.
+--event-pct N (with --steps; default 30) makes N% of the workflows wait for an event
+(job.waitForEvent) before their last step; the producer sends a third of those events before the
+workflow is enqueued, a third 0.2 to 3 s after, and never sends the rest (their wait times out):
+the checker then proves every wait ended woken or timed out, an event sent before a wait began
+woke it, a never-sent one woke nothing, each woken wait holds its own event's payload, and no
+woken workflow ran a recorded step again. Exit code: 0 every invariant held, 1 one broke, 2 the harness failed.`;
 
 /** Parses argv (without node and script) into options; exits with usage on a bad flag. */
 export function parseOptions(argv) {

@@ -1,19 +1,25 @@
 // Enqueues the run's jobs at an even pace over the run's duration, through the public API
 // (enqueueMany for most, single enqueue for some), and remembers each acknowledged id: those are
 // the jobs that must never be lost. An enqueue that fails is retried as new jobs; it must fail
-// with a typed Leasehold error, and no call may hang.
+// with a typed Leasehold error, and no call may hang. With `--steps` and `--event-pct`, it also
+// sends the waiting workflows' events (lh.sendEvent): before their enqueue, or a little after it is
+// acknowledged; an event send that fails is retried, and must fail typed too.
 import { isLeaseholdError } from '../dist/index.js';
 import { enqueueFlowJobs, makeFlow } from './flows-producer.mjs';
-import { makeWorkflow } from './steps-workload.mjs';
+import { makeWorkflow, WORKFLOW_EVENT, workflowEvent } from './steps-workload.mjs';
 
 const TICK_MS = 50;
 const MAX_BATCH = 200;
 
-/** The job mix: which queue, mode, delay and work time a job gets (with `steps`, every job is a workflow). */
-export function makeJob(rng, counterPct = 0, steps = 0) {
+/**
+ * The job mix: which queue, mode, delay and work time a job gets (with `steps`, every job is a
+ * workflow; `eventPct`% of them wait for an event keyed by the job's `index` in the run).
+ */
+export function makeJob(rng, counterPct = 0, steps = 0, eventPct = 0, index = 0) {
   if (steps > 0) {
     const delayMs = rng() < 0.03 ? 500 + Math.floor(rng() * 2500) : 0;
-    return { queue: 'chaos', payload: makeWorkflow(rng, steps), delayMs };
+    const eventKey = eventPct > 0 ? `wf-${index}` : null;
+    return { queue: 'chaos', payload: makeWorkflow(rng, steps, eventPct, eventKey), delayMs };
   }
   const roll = rng();
   const workMs = rng() < 0.9 ? 2 + Math.floor(rng() * 18) : 100 + Math.floor(rng() * 300);
@@ -38,9 +44,20 @@ export async function produce({
   counterPct = 0,
   flowPct = 0,
   steps = 0,
+  eventPct = 0,
 }) {
-  const acked = []; // { id, queue, mode, delayMs, ackedAt }
+  const acked = []; // { id, queue, mode, delayMs, ackedAt, eventKey?, eventPlan? }
   const errors = { total: 0, untyped: 0, samples: [] };
+  const failed = (err, what) => {
+    errors.total++;
+    if (!isLeaseholdError(err)) {
+      errors.untyped++;
+      if (errors.samples.length < 3) errors.samples.push(String(err?.message ?? err));
+    }
+    if (errors.total % 50 === 1)
+      log?.(`${what} failed (${err?.code ?? 'untyped'}: ${err?.message}); retrying`);
+  };
+  const events = eventSender(lh, failed);
   let slowestMs = 0;
   let made = 0;
   const startedAt = performance.now();
@@ -55,7 +72,7 @@ export async function produce({
         made += flow.length;
         continue;
       }
-      pending.push(makeJob(rng, counterPct, steps));
+      pending.push(makeJob(rng, counterPct, steps, eventPct, made));
       made++;
     }
     if (pendingFlows.length > 0) {
@@ -81,27 +98,97 @@ export async function produce({
     const batch = takeBatch(pending, rng() < 0.1 ? 1 : MAX_BATCH);
     const callStarted = performance.now();
     try {
+      // A 'before' event is sent, and acknowledged, before its workflow exists.
+      await events.sendBefore(batch);
       const ids = await enqueueBatch(lh, batch, maxAttempts);
       const ackedAt = Date.now(); // when the answer arrived (the failover rig splits by it)
       ids.forEach((id, i) => {
         const job = batch[i];
-        acked.push({ id, queue: job.queue, mode: job.payload.mode, delayMs: job.delayMs, ackedAt });
+        const wait = job.payload.wait;
+        acked.push({
+          id,
+          queue: job.queue,
+          mode: job.payload.mode,
+          delayMs: job.delayMs,
+          ackedAt,
+          eventKey: wait?.key ?? null,
+          eventPlan: wait?.plan ?? null,
+        });
+        if (wait?.plan === 'after') events.schedule(wait, ackedAt + wait.sendAfterMs);
       });
     } catch (err) {
-      errors.total++;
-      if (!isLeaseholdError(err)) {
-        errors.untyped++;
-        if (errors.samples.length < 3) errors.samples.push(String(err?.message ?? err));
-      }
-      if (errors.total % 50 === 1)
-        log?.(`enqueue failed (${err?.code ?? 'untyped'}: ${err?.message}); retrying`);
+      failed(err, 'enqueue');
       pending.unshift(...batch);
       await sleep(200);
     }
     slowestMs = Math.max(slowestMs, performance.now() - callStarted);
     if (pending.length === 0) await sleep(TICK_MS);
   }
-  return { acked, errors, slowestMs };
+  await events.finish();
+  return { acked, errors, slowestMs, eventsSent: events.sent() };
+}
+
+/**
+ * The producer's event sends (the steps workload's waits): `sendBefore` sends a batch's 'before'
+ * events (each once acknowledged: a job whose send failed is not enqueued until it succeeds);
+ * `schedule` queues an 'after' event, sent by a loop of its own when due, retried until sent;
+ * `finish` waits until every scheduled event is sent.
+ */
+function eventSender(lh, failed) {
+  const due = []; // { wait, at }, in the order scheduled (so by due time, within a few ms)
+  const sentBefore = new Set(); // keys of 'before' events already acknowledged
+  let sent = 0;
+  let wake = null;
+  let finishing = false;
+  const send = async (wait) => {
+    const { key, payload } = workflowEvent(wait);
+    await lh.sendEvent(WORKFLOW_EVENT, { key, payload });
+    sent++;
+  };
+  const loop = (async () => {
+    while (!finishing || due.length > 0) {
+      const next = due[0];
+      if (!next) {
+        await new Promise((resolve) => {
+          wake = resolve;
+          setTimeout(resolve, TICK_MS);
+        });
+        continue;
+      }
+      const waitMs = next.at - Date.now();
+      if (waitMs > 0) {
+        await sleep(Math.min(waitMs, TICK_MS));
+        continue;
+      }
+      try {
+        await send(next.wait);
+        due.shift();
+      } catch (err) {
+        failed(err, 'sendEvent');
+        await sleep(200);
+      }
+    }
+  })();
+  return {
+    async sendBefore(batch) {
+      for (const job of batch) {
+        const wait = job.payload.wait;
+        if (wait?.plan !== 'before' || sentBefore.has(wait.key)) continue;
+        await send(wait);
+        sentBefore.add(wait.key);
+      }
+    },
+    schedule(wait, at) {
+      due.push({ wait, at });
+      wake?.();
+    },
+    async finish() {
+      finishing = true;
+      wake?.();
+      await loop;
+    },
+    sent: () => sent,
+  };
 }
 
 // Up to `limit` jobs of the queue at the head of the list.

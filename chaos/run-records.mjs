@@ -8,13 +8,15 @@ export async function saveRecords(admin, acked, records) {
   for (let i = 0; i < acked.length; i += 10_000) {
     const slice = acked.slice(i, i + 10_000);
     await admin.query(
-      `INSERT INTO chaos.acked (job_id, queue, mode, delay_ms)
-       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])`,
+      `INSERT INTO chaos.acked (job_id, queue, mode, delay_ms, event_key, event_plan)
+       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[])`,
       [
         slice.map((a) => a.id),
         slice.map((a) => a.queue),
         slice.map((a) => a.mode),
         slice.map((a) => a.delayMs),
+        slice.map((a) => a.eventKey ?? null),
+        slice.map((a) => a.eventPlan ?? null),
       ],
     );
   }

@@ -47,7 +47,9 @@ export async function createChaosSchema(db) {
     -- token of the claim whose transaction bumped it last.
     CREATE TABLE chaos.counters (job_id bigint PRIMARY KEY, n int NOT NULL, token bigint NOT NULL);
     -- Enqueues the producer saw acknowledged, and faults the nemesis injected (written at the end).
-    CREATE TABLE chaos.acked (job_id bigint PRIMARY KEY, queue text NOT NULL, mode text NOT NULL, delay_ms int NOT NULL);
+    -- A waiting workflow (--steps with --event-pct) adds the key it waits on and when its event is sent.
+    CREATE TABLE chaos.acked (job_id bigint PRIMARY KEY, queue text NOT NULL, mode text NOT NULL, delay_ms int NOT NULL,
+      event_key text, event_plan text);
     CREATE TABLE chaos.faults (
       id int PRIMARY KEY, kind text NOT NULL, target text, injected_at timestamptz NOT NULL,
       healed_at timestamptz NOT NULL, detail jsonb NOT NULL DEFAULT '{}'

@@ -112,7 +112,9 @@ export { MAX_BATCH_SIZE, MAX_BATCH_WAIT_MS } from './runtime/batch-options.js';
 export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
 export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
 export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
-export type { AbortReason, JobContext, JobParent, JobTransaction } from './runtime/job-context.js';
+export type { InvokeOptions } from './runtime/invoke.js';
+export { INVOKE_ERROR_CODES, InvokedJobCancelledError, InvokedJobDeadError } from './runtime/invoke.js';
+export type { AbortReason, JobContext, JobInvoke, JobParent, JobTransaction } from './runtime/job-context.js';
 export {
   PermanentError,
   RetryableError,

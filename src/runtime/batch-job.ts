@@ -1,7 +1,7 @@
 import { LeaseholdError, ValidationError } from '../errors.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import type { BatchJobContext } from './batch-options.js';
-import { ActiveJob, type EffectStore, type JobTransaction } from './job-context.js';
+import { ActiveJob, type EffectStore, type JobInvoke, type JobTransaction } from './job-context.js';
 import { RetryableError } from './job-errors.js';
 import type { EventWaitResult } from './wait-event.js';
 import type { OutcomeResult } from './worker-events.js';
@@ -54,6 +54,10 @@ export class BatchItem extends ActiveJob implements BatchJobContext {
   /** Refused in a batch for the same reason as `sleep`: a wait hands its job back. */
   override get waitForEvent(): <P>() => Promise<EventWaitResult<P>> {
     return refuseInBatch;
+  }
+  /** Refused in a batch too: an invoke hands its job back until the child ends. */
+  override get invoke(): JobInvoke {
+    return refuseInBatch as JobInvoke;
   }
 
   /** Joins the batch its handler is about to get. */

@@ -3,12 +3,13 @@ import { LeaseholdError, LeaseLostError, ValidationError } from '../errors.js';
 import { type CompleteRef, completeJobs } from '../storage/complete.js';
 import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/job-transaction.js';
 import { findLandedOutcomes } from '../storage/outcome-lookup.js';
-import { type EffectStore, transactionAdapter } from './job-context.js';
+import type { EffectStore } from './job-context.js';
 import {
   type JobTransactionOptions,
   poolTransactions,
   type TransactionAdapter,
   type TransactionHost,
+  transactionAdapter,
 } from './job-transaction.js';
 
 /** What the batch's transaction needs of each job of the batch (a `BatchTransactionItem` is one). */

@@ -1,11 +1,10 @@
 import type pg from 'pg';
-import { ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
 import { readParents } from '../storage/flow-read.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
 import { type AbortReason, abortError } from './abort-error.js';
 import { type EffectSpec, runEffect } from './effects.js';
+import { type InvokeOptions, invokeChild, type JobInvoke } from './invoke.js';
 import { SnoozeError } from './job-errors.js';
 import { type OutputLimits, progressText } from './job-output.js';
 import {
@@ -13,6 +12,7 @@ import {
   poolTransactions,
   runJobTransaction,
   type TransactionAdapter,
+  transactionAdapter,
 } from './job-transaction.js';
 import { StepRun, sleepMs, sleepUntilDate } from './steps.js';
 import {
@@ -47,6 +47,7 @@ export interface JobParent {
 }
 
 export type { AbortReason } from './abort-error.js';
+export type { JobInvoke } from './invoke.js';
 
 /** What a handler sees of the job it runs; `Payload` is a task's payload type (see `defineTask`). */
 export interface JobContext<Payload = unknown> {
@@ -113,6 +114,13 @@ export interface JobContext<Payload = unknown> {
     options: WaitForEventOptions,
   ) => Promise<EventWaitResult<P>>;
   /**
+   * Enqueues a child job (a task, its payload checked, or a queue name) as a recorded step, and
+   * resolves with its result once it succeeds: meanwhile this job is handed back holding no lease
+   * and spending no attempt. A retried job finds the same child. A dead or cancelled child throws
+   * `InvokedJobDeadError` / `InvokedJobCancelledError` (codes `JOB_DEAD`, `JOB_CANCELLED`).
+   */
+  readonly invoke: JobInvoke;
+  /**
    * Runs `fn` in one transaction committed together with this job's completion: either both land
    * or neither (exactly-once effects on your own tables). See `JobTransaction`.
    */
@@ -122,25 +130,10 @@ export interface JobContext<Payload = unknown> {
 }
 
 /** The handler's tools of a job context, as ActiveJob makes them on first use. */
-type JobTools = Pick<JobContext, 'effect' | 'step' | 'sleep' | 'sleepUntil' | 'waitForEvent' | 'transaction'>;
-
-/** The `with` of `job.transaction`'s options, checked: an adapter from leasehold/kysely, /knex... */
-export function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
-  if (typeof options !== 'object' || options === null) {
-    throw new ValidationError(
-      'options',
-      'must be { with: adapter } (from leasehold/kysely, leasehold/knex...)',
-    );
-  }
-  rejectUnknownOptions(options, ['with'], 'options');
-  if (typeof options.with?.transaction !== 'function') {
-    throw new ValidationError(
-      'options.with',
-      'must be an adapter such as kyselyAdapter(db) from leasehold/kysely',
-    );
-  }
-  return options.with;
-}
+type JobTools = Pick<
+  JobContext,
+  'effect' | 'step' | 'sleep' | 'sleepUntil' | 'waitForEvent' | 'invoke' | 'transaction'
+>;
 
 /**
  * Where a job's effects are recorded, the pool its own transactions check out from, and the
@@ -216,7 +209,7 @@ export class ActiveJob implements JobContext {
 
   readonly #maxProgressBytes: number;
   /**
-   * The handler's tools (effect, step, sleep, waitForEvent, transaction), made on first use and
+   * The handler's tools (effect, step, sleep, waitForEvent, invoke, transaction), made on first use and
    * kept: a plain job that calls none of them allocates none of their closures.
    */
   #tools: Partial<JobTools> | null = null;
@@ -322,6 +315,15 @@ export class ActiveJob implements JobContext {
       const ended = await this.#stepRun().waitForEvent(eventName(name), key, timeoutMs, EVENT_RETENTION_MS);
       return ended as EventWaitResult<P>;
     });
+  }
+
+  get invoke(): JobInvoke {
+    return this.#tool(
+      'invoke',
+      () =>
+        (async (target: unknown, payload: unknown, options?: InvokeOptions) =>
+          this.#stepRun().invoke(await invokeChild(target, payload, options))) as JobInvoke,
+    );
   }
 
   get transaction(): JobTransaction {

@@ -5,6 +5,7 @@ import { completeJobs } from '../storage/complete.js';
 import { guardCheckedOut, type Queryable } from '../storage/db.js';
 import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/job-transaction.js';
 import { findLandedOutcomes } from '../storage/outcome-lookup.js';
+import { rejectUnknownOptions } from '../unknown-options.js';
 import { resultText } from './job-output.js';
 
 /**
@@ -217,4 +218,22 @@ async function renewalSettled(host: TransactionHost): Promise<void> {
   while (host.renewing && performance.now() < host.deadline) {
     await new Promise((resolve) => setTimeout(resolve, 2));
   }
+}
+
+/** The `with` of `job.transaction`'s options, checked: an adapter from leasehold/kysely, /knex... */
+export function transactionAdapter<Tx>(options: JobTransactionOptions<Tx>): TransactionAdapter<Tx> {
+  if (typeof options !== 'object' || options === null) {
+    throw new ValidationError(
+      'options',
+      'must be { with: adapter } (from leasehold/kysely, leasehold/knex...)',
+    );
+  }
+  rejectUnknownOptions(options, ['with'], 'options');
+  if (typeof options.with?.transaction !== 'function') {
+    throw new ValidationError(
+      'options.with',
+      'must be an adapter such as kyselyAdapter(db) from leasehold/kysely',
+    );
+  }
+  return options.with;
 }

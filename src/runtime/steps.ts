@@ -2,9 +2,12 @@ import { LeaseLostError, ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../limits.js';
 import type { Queryable } from '../storage/db.js';
+import { wakeupChannel } from '../storage/enqueue.js';
 import { awaitSenders, beginWait, resolveWait } from '../storage/events.js';
+import { beginInvoke, readInvoked } from '../storage/invoke.js';
 import { listSteps, type RecordedStep, recordStep } from '../storage/steps.js';
 import { serialisePayload } from '../validation.js';
+import { type InvokeChild, invokeOutcome } from './invoke.js';
 import { PermanentError, SnoozeError, StepOrderError } from './job-errors.js';
 
 /** The steps' bounds (their home is limits.ts, which storage's functions share). */
@@ -118,9 +121,35 @@ export class StepRun {
     throw new SnoozeError(Math.max(1, Math.ceil(ended.remainingMs)), { waiting: true });
   }
 
+  /**
+   * `job.invoke`: the child recorded at this step, or a new one enqueued with the step (fenced, in
+   * one statement: a retried job finds it and enqueues none); then the child's result, its end as a
+   * typed error, or the job handed back until the child ends (see invokeOutcome, storage/invoke.ts).
+   */
+  async invoke(child: InvokeChild): Promise<unknown> {
+    const { seq, key } = this.#place(child.name, 'invoke');
+    const recorded = await this.#recordedAt(seq, key, 'invoke');
+    const { db, schema, lease } = this.#host;
+    const stored = recorded?.result as { childId: string; queue: string } | undefined;
+    let target = stored ? { id: stored.childId, queue: stored.queue } : null;
+    if (!target) {
+      const begun = await beginInvoke(db, schema, lease, {
+        seq,
+        key,
+        ...child,
+        wakeupChannel: wakeupChannel(schema),
+      });
+      this.#check(begun, key);
+      target = { id: begun.childId as string, queue: child.queue };
+    }
+    const read = await readInvoked(db, schema, lease, target.id, target.queue);
+    if (!read.held) throw this.#lost(key, 'was not read');
+    return invokeOutcome(target.id, read, !recorded);
+  }
+
   // Validates the name and gives the call its position and numbered name, synchronously: steps
   // started together (Promise.all) are numbered in the order they were called.
-  #place(name: string, kind: 'step' | 'sleep' | 'wait'): { seq: number; key: string } {
+  #place(name: string, kind: RecordedStep['kind']): { seq: number; key: string } {
     if (typeof name !== 'string' || !STEP_NAME.test(name)) {
       throw new ValidationError(`${kind} name`, 'must be 1 to 100 letters, digits or _ - . :');
     }

@@ -1,7 +1,10 @@
 /**
  * The parts of the finishing statements that move a flow on (see migration 014): a parent's
  * accepted completion releases its children, and a parent that dies (or is cancelled) applies
- * each child's `onParentDead` policy. Both ride in the statement that finishes the parent, filtered
+ * each child's `onParentDead` policy. They also wake a job waiting in `job.invoke` (migration 026:
+ * an edge of no flow, from the invoked job to it), on success and, as the policy 'run', on death.
+ * (The invoke edge is told by its NULL flow_id, a column every schema since 014 has: these
+ * fragments run in every failure, and a process of this version may meet a schema before 026.) Both ride in the statement that finishes the parent, filtered
  * on the parent row's `has_children` flag, so a plain job's completion or failure touches no flow
  * table (the lookups run with an empty id array: one index probe that finds nothing).
  */
@@ -13,6 +16,31 @@
  * a layout split by queue (docs/scaling.md) is every queue's part.
  */
 const NO_EDGES_NO_PROBE = 'no flow edge: the lookup never starts';
+
+/**
+ * Releases job.invoke's waiting jobs (026) over the edges of no flow in `edges` (a CTE with
+ * `child_id`, `invoked`, and `child_queue` when `routed`), the rows locked by `flow_locked`; the
+ * flows' release above takes the other edges. Such a job raises its own count while it still
+ * runs and hands itself back after, so the job it invoked may end in between: it is released
+ * running or pending. Its status is checked here, on the row locked (not as the statement's
+ * snapshot saw it): a hand-back that committed while this statement waited for the row is seen,
+ * so the release is not lost between the two. A flow's child always waits pending, so the flows'
+ * release keeps its own condition and index (jobs_flow_waiting_idx); a batch with no invoke edge
+ * never starts this update (the EXISTS is evaluated once, before it).
+ */
+function invokerRelease(s: string, name: string, edges: string, routed: boolean): string {
+  const queue = routed ? 'child_queue, ' : '';
+  return `${name} AS (
+    UPDATE ${s}.jobs AS c
+    SET waiting_parents = greatest(0, c.waiting_parents - e.n)
+    FROM (SELECT ${queue}child_id, count(*)::int AS n FROM ${edges} WHERE invoked GROUP BY ${queue}child_id) AS e
+    JOIN flow_locked AS l ON l.id = e.child_id
+    WHERE ${routed ? 'c.queue_name = l.queue_name AND ' : ''}c.id = l.id
+      AND c.status IN ('pending', 'running') AND c.waiting_parents > 0
+      AND EXISTS (SELECT FROM ${edges} WHERE invoked) -- no invoke edge: the update never starts
+    RETURNING c.id, c.queue_name, c.waiting_parents
+  )`;
+}
 
 /**
  * Releases the children of the finished jobs in `source` (a CTE with `id` and `has_children`, holding
@@ -39,7 +67,7 @@ export function flowReleaseCte(s: string, source: string, routed = true): string
     UPDATE ${s}.job_dependencies AS d
     SET resolved = true
     WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved
-    RETURNING d.child_id,
+    RETURNING d.child_id, d.flow_id IS NULL AS invoked,
               coalesce(d.child_queue, (SELECT q.queue_name FROM ${s}.jobs AS q WHERE q.id = d.child_id)) AS child_queue
   ),
   flow_locked AS (
@@ -54,18 +82,20 @@ export function flowReleaseCte(s: string, source: string, routed = true): string
   flow_released AS (
     UPDATE ${s}.jobs AS c
     SET waiting_parents = greatest(0, c.waiting_parents - e.n)
-    FROM (SELECT child_queue, child_id, count(*)::int AS n FROM flow_edges GROUP BY child_queue, child_id) AS e
+    FROM (SELECT child_queue, child_id, count(*)::int AS n FROM flow_edges WHERE NOT invoked
+          GROUP BY child_queue, child_id) AS e
     JOIN flow_locked AS l ON l.id = e.child_id
     WHERE c.queue_name = l.queue_name AND c.id = l.id
       AND c.status = 'pending' AND c.waiting_parents > 0
     RETURNING c.id, c.queue_name, c.waiting_parents
-  )`;
+  ),
+  ${invokerRelease(s, 'flow_invokers', 'flow_edges', true)}`;
   }
   return `flow_edges AS (
     UPDATE ${s}.job_dependencies AS d
     SET resolved = true
     WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved
-    RETURNING d.child_id
+    RETURNING d.child_id, d.flow_id IS NULL AS invoked
   ),
   flow_locked AS (
     SELECT c.id FROM ${s}.jobs AS c
@@ -77,17 +107,19 @@ export function flowReleaseCte(s: string, source: string, routed = true): string
   flow_released AS (
     UPDATE ${s}.jobs AS c
     SET waiting_parents = greatest(0, c.waiting_parents - e.n)
-    FROM (SELECT child_id, count(*)::int AS n FROM flow_edges GROUP BY child_id) AS e
+    FROM (SELECT child_id, count(*)::int AS n FROM flow_edges WHERE NOT invoked GROUP BY child_id) AS e
     JOIN flow_locked AS l ON l.id = e.child_id
     WHERE c.id = e.child_id AND c.status = 'pending' AND c.waiting_parents > 0
     RETURNING c.id, c.queue_name, c.waiting_parents
-  )`;
+  ),
+  ${invokerRelease(s, 'flow_invokers', 'flow_edges', false)}`;
 }
 
-/** SQL expression: wakes each queue that got a child released (notifications fold per transaction). */
+/** SQL expression: wakes each queue that got a child (or an invoking job) released (notifications fold per transaction). */
 export function flowWakeups(channel: string): string {
   return `(SELECT count(pg_notify(${channel}, r.queue_name))
-     FROM (SELECT DISTINCT queue_name FROM flow_released WHERE waiting_parents = 0) AS r)`;
+     FROM (SELECT queue_name FROM flow_released WHERE waiting_parents = 0
+           UNION SELECT queue_name FROM flow_invokers WHERE waiting_parents = 0) AS r)`;
 }
 
 /**
@@ -105,9 +137,11 @@ export function flowWakeups(channel: string): string {
  */
 export function flowParentDeadCtes(s: string, source: string, condition = 'true'): string {
   return `flow_dead_edges AS (
-    SELECT d.parent_id, d.child_id, n.on_parent_dead
+    SELECT d.parent_id, d.child_id, d.flow_id IS NULL AS invoked,
+           CASE WHEN d.flow_id IS NULL THEN 'run' ELSE n.on_parent_dead END AS on_parent_dead
     FROM ${s}.job_dependencies AS d
-    JOIN ${s}.flow_nodes AS n ON n.job_id = d.child_id
+    -- Left: the job that invoked a dying job (an edge of no flow, 026) may be in no flow itself.
+    LEFT JOIN ${s}.flow_nodes AS n ON n.job_id = d.child_id AND d.flow_id IS NOT NULL
     WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children AND ${condition}))
       AND NOT d.resolved
   ),
@@ -116,7 +150,7 @@ export function flowParentDeadCtes(s: string, source: string, condition = 'true'
     UNION
     SELECT d.child_id, p.cause
     FROM flow_doomed_paths AS p
-    JOIN ${s}.job_dependencies AS d ON d.parent_id = p.id
+    JOIN ${s}.job_dependencies AS d ON d.parent_id = p.id AND d.flow_id IS NOT NULL
   ),
   flow_doomed AS (
     SELECT DISTINCT ON (id) id, cause FROM flow_doomed_paths ORDER BY id, cause
@@ -127,7 +161,7 @@ export function flowParentDeadCtes(s: string, source: string, condition = 'true'
     FROM flow_dead_edges AS e
     WHERE d.parent_id = e.parent_id AND d.child_id = e.child_id AND e.on_parent_dead = 'run'
       AND d.child_id NOT IN (SELECT id FROM flow_doomed)
-    RETURNING d.child_id
+    RETURNING d.child_id, e.invoked
   ),
   flow_locked AS (
     SELECT c.id FROM ${s}.jobs AS c
@@ -139,11 +173,12 @@ export function flowParentDeadCtes(s: string, source: string, condition = 'true'
   flow_released AS (
     UPDATE ${s}.jobs AS c
     SET waiting_parents = greatest(0, c.waiting_parents - e.n)
-    FROM (SELECT child_id, count(*)::int AS n FROM flow_run_edges GROUP BY child_id) AS e
+    FROM (SELECT child_id, count(*)::int AS n FROM flow_run_edges WHERE NOT invoked GROUP BY child_id) AS e
     JOIN flow_locked AS l ON l.id = e.child_id
     WHERE c.id = e.child_id AND c.status = 'pending' AND c.waiting_parents > 0
     RETURNING c.id, c.queue_name, c.waiting_parents
   ),
+  ${invokerRelease(s, 'flow_invokers', 'flow_run_edges', false)},
   flow_cancelled AS (
     UPDATE ${s}.jobs AS c
     SET status = 'cancelled',

@@ -132,6 +132,18 @@ const EVENT_BOUNDS: Record<string, readonly ArgumentBound[]> = {
     { arg: 4, kind: 'range', min: 0, max: MAX_SLEEP_MS },
     { arg: 5, kind: 'channel', channel: 'wakeup' },
   ],
+  /** job.invoke (026): the child's queue, priority and attempts as an enqueue bounds them. */
+  invoke_begin: [
+    owner(4),
+    queue(5),
+    { arg: 6, kind: 'range', min: 0, max: MAX_STEPS - 1 },
+    { arg: 7, kind: 'chars', min: 3, max: MAX_STEP_NAME + 10 },
+    queue(8),
+    { arg: 10, kind: 'range', min: -PRIORITY_LIMIT, max: PRIORITY_LIMIT },
+    { arg: 11, kind: 'range', min: 1, max: MAX_ATTEMPTS_LIMIT },
+    { arg: 12, kind: 'channel', channel: 'wakeup' },
+  ],
+  invoke_outcome: [owner(4), queue(5), queue(7)],
 };
 
 /** The bounds of each function, by its statement's label (every function has some). */

@@ -36,7 +36,6 @@ import {
 import { defineStatement, quoteIdent, type Statement } from './db.js';
 import { EffectBegin, EffectRearm, EffectRecordResult } from './effects.js';
 import * as enqueue from './enqueue.js';
-import { EVENT_FUNCTIONS } from './events.js';
 import { JobFailMany, JobSnoozeMany } from './fail.js';
 import { FlowInsert } from './flows.js';
 import { boundsCheck } from './function-bounds.js';
@@ -51,7 +50,7 @@ import {
   ScheduleList,
   ScheduleListWithoutPayload,
 } from './schedules.js';
-import { STEP_FUNCTIONS } from './steps.js';
+import { DURABLE_STEP_FUNCTIONS } from './steps.js';
 import { JobTraceAttach } from './traces.js';
 
 /** Which per-schema role may execute a function (the admin roles may execute every one). */
@@ -144,9 +143,8 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     args: 'bigint, bigint, bigint, text, text, text',
     returns: 'rearmed boolean',
   },
-  // Durable steps (024) and events (025): written only under the job's lease (steps.ts, events.ts).
-  ...STEP_FUNCTIONS,
-  ...EVENT_FUNCTIONS,
+  // Durable steps (024), events (025) and invokes (026): written only under the job's lease.
+  ...DURABLE_STEP_FUNCTIONS,
   { role: 'worker', statement: RefusalRecord, args: 'text, bigint, text, bigint', returns: null },
   {
     role: 'worker',

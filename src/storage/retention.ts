@@ -19,6 +19,13 @@ const SATELLITES = (s: string) => `
   gone_waits AS (
     DELETE FROM ${s}.job_waits AS w USING removed WHERE w.job_id = removed.id
   ),
+  -- job.invoke's edges (026: of no flow), both ways: with the invoking job and with the invoked one.
+  gone_invoking AS (
+    DELETE FROM ${s}.job_dependencies AS d USING removed WHERE d.child_id = removed.id AND d.flow_id IS NULL
+  ),
+  gone_invoked AS (
+    DELETE FROM ${s}.job_dependencies AS d USING removed WHERE d.parent_id = removed.id AND d.flow_id IS NULL
+  ),
   gone_keys AS (
     DELETE FROM ${s}.job_keys AS k USING removed WHERE k.job_id = removed.id
   ),

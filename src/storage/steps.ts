@@ -1,5 +1,7 @@
 import { defineStatement, type Queryable, run } from './db.js';
+import { EVENT_FUNCTIONS } from './events.js';
 import { type FenceRef, LEASE_FENCE } from './fence.js';
+import { INVOKE_FUNCTIONS } from './invoke.js';
 import { refusalCountingCte } from './refusals.js';
 
 // Every step statement starts from the lease it presents ($1 id, $2 token, $3 claim id, $4 owner,
@@ -88,6 +90,9 @@ export const STEP_FUNCTIONS = [
   },
 ] as const;
 
+/** Every function of durable steps: steps and sleeps, waits and events (events.ts), invokes (invoke.ts). */
+export const DURABLE_STEP_FUNCTIONS = [...STEP_FUNCTIONS, ...EVENT_FUNCTIONS, ...INVOKE_FUNCTIONS] as const;
+
 function leaseValues(lease: FenceRef): unknown[] {
   return [lease.jobId, lease.token, lease.claimId, lease.owner, lease.queue];
 }
@@ -96,7 +101,7 @@ function leaseValues(lease: FenceRef): unknown[] {
 export interface RecordedStep {
   seq: number;
   name: string;
-  kind: 'step' | 'sleep' | 'wait';
+  kind: 'step' | 'sleep' | 'wait' | 'invoke';
   result: unknown;
   /** A sleep's milliseconds left until its wake time when read; null for a step. */
   remainingMs: number | null;
@@ -112,7 +117,7 @@ export async function listSteps(
     held: boolean;
     seq: number | null;
     name: string;
-    kind: 'step' | 'sleep' | 'wait';
+    kind: 'step' | 'sleep' | 'wait' | 'invoke';
     result: unknown;
     remaining_ms: number | null;
   }>(db, StepList(schema), leaseValues(lease));

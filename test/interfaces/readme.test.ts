@@ -57,6 +57,7 @@ describe('README examples', () => {
       'abort-reasons',
       'durable-steps',
       'durable-events',
+      'durable-invoke',
     ]);
   });
 
@@ -96,6 +97,8 @@ describe('README examples', () => {
         /^result: acct-ada@example\.com attempts: 2\nruns: \{ account: 1, verification: 1, welcome: 1 \}\nsteps: create-account#0 send-verification#0 grace-period#0 send-welcome#0\n/,
       'durable-events':
         /^woken: 1\nada@example\.com: welcomed true via link\nbob@example\.com: welcomed false\n/,
+      'durable-invoke':
+        /^2500 \{ paid: 'r-2500' \} attempts: 1 step: invoke-charges#0\n99000 \{ declined: 'DECLINED' \} attempts: 1 step: invoke-charges#0\n/,
       flows:
         /fetched (users|orders)\nfetched (users|orders)\nmerging users:succeeded orders:succeeded\nusers=succeeded orders=succeeded merge=succeeded/,
     };

@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { Lease, Leasehold } from '../../src/index.js';
+import { awaitSenders, beginWait, resolveWait } from '../../src/storage/events.js';
 import { recordStep } from '../../src/storage/steps.js';
 import { migratedClient, testPool } from '../support/db.js';
 
 // The steps rules of the chaos checker (chaos/steps-checker.mjs, the `--steps` workload) on planted
 // histories: a clean workflow keeps every rule, and each planted anomaly breaks the rule written
-// for it (its negative control). Steps are recorded by the library's own fenced statement.
+// for it (its negative control). Steps are recorded by the library's own fenced statement; so are
+// the waits of the events rules (chaos/events-checker.mjs), and their events sent by lh.sendEvent.
 
 type Facts = Record<string, number>;
 const steps = (await import('../../chaos/steps-checker.mjs' as string)) as {
@@ -24,6 +26,23 @@ const RULES = {
   none: 'steps recorded (the workload really ran steps)',
 };
 
+const events = (await import('../../chaos/events-checker.mjs' as string)) as {
+  checkEvents(db: unknown, schemas: { leasehold: string; ledger: string }): Promise<Facts>;
+  eventInvariants(facts: Facts): { name: string; ok: boolean }[];
+};
+
+const EVENT_RULES = {
+  unresolved: 'succeeded waiting workflows whose wait did not end (no wait, or neither woken nor timed out)',
+  left: 'waiting rows left behind by succeeded workflows',
+  before: 'waits timed out although their event was sent before the workflow was enqueued',
+  after: 'waits timed out although their event was sent over 1 s before the timeout',
+  never: 'waits woken although their event was never sent',
+  payload: 'woken waits holding no payload of an event sent with their key',
+  again: 'recorded steps of woken workflows that a later claim ran again',
+  woken: 'waits woken by an event (the workload really waited)',
+  timedOut: 'waits timed out (the timeout path really ran)',
+};
+
 async function setup() {
   const lh = await migratedClient();
   const pool = testPool(2);
@@ -31,7 +50,7 @@ async function setup() {
   const ledger = `${schema}_ledger`;
   await pool.query(`CREATE SCHEMA "${ledger}"`);
   await pool.query(`
-    CREATE TABLE "${ledger}".acked (job_id bigint PRIMARY KEY, mode text NOT NULL);
+    CREATE TABLE "${ledger}".acked (job_id bigint PRIMARY KEY, mode text NOT NULL, event_key text, event_plan text);
     CREATE TABLE "${ledger}".runs (job_id bigint NOT NULL, token bigint NOT NULL,
       started_at timestamptz NOT NULL DEFAULT clock_timestamp());
     CREATE TABLE "${ledger}".step_effects (job_id bigint NOT NULL, step text NOT NULL, token bigint NOT NULL,
@@ -201,5 +220,137 @@ describe('the chaos checker: steps rules on planted histories', () => {
     await ctx.ran(lease);
     expect(await ctx.lh.complete(lease)).toBe(true);
     expect((await ctx.broken()).broken).toEqual([RULES.incomplete, RULES.none]);
+  });
+});
+
+type Ctx = Awaited<ReturnType<typeof setup>>;
+type Plan = 'before' | 'after' | 'never';
+
+/**
+ * A waiting workflow as the workload runs it, on a queue of its own: step 0, the wait for event
+ * `chaos.go` with key `key` (its event sent before the enqueue or during the wait, as `plan`
+ * says, unless `send` says otherwise), then step 2, completed. Returns its lease and key.
+ */
+async function waitingRun(
+  ctx: Ctx,
+  plan: Plan,
+  { send = plan !== 'never', wait = true, timeoutMs = plan === 'never' ? 0 : 60_000 } = {},
+): Promise<{ lease: Lease; key: string }> {
+  const key = `wf-${plan}-${Math.random().toString(36).slice(2)}`;
+  const event = () => ctx.lh.sendEvent('chaos.go', { key, payload: { key, value: `${key}:1` } });
+  if (send && plan === 'before') await event();
+  const { id } = await ctx.lh.enqueue('chaos_wait', { mode: 'steps' });
+  await ctx.pool.query(`INSERT INTO "${ctx.ledger}".acked VALUES ($1, 'steps', $2, $3)`, [id, key, plan]);
+  const [lease] = (await ctx.lh.claim({ queue: 'chaos_wait', owner: 'w1-a' })) as Lease[];
+  if (!lease) throw new Error('no waiting workflow to claim');
+  await ctx.ran(lease);
+  await ctx.step(lease, 0);
+  if (wait) {
+    const begun = await beginWait(ctx.pool, ctx.schema, lease, {
+      seq: 1,
+      key: 'chaos.go#0',
+      name: 'chaos.go',
+      eventKey: key,
+      timeoutMs,
+    });
+    expect(begun).toEqual({ held: true, recorded: true });
+    if (send && plan !== 'before') await event();
+    await awaitSenders(ctx.pool, ctx.schema, 'chaos.go', key);
+    const ended = await resolveWait(ctx.pool, ctx.schema, lease, 1, 86_400_000);
+    expect(ended.result).toEqual(
+      send ? { timedOut: false, payload: { key, value: `${key}:1` } } : { timedOut: true },
+    );
+  }
+  await ctx.step(lease, 2);
+  expect(await ctx.lh.complete(lease)).toBe(true);
+  return { lease, key };
+}
+
+async function brokenEvents(ctx: Ctx) {
+  const facts = await events.checkEvents(ctx.pool, { leasehold: ctx.schema, ledger: ctx.ledger });
+  const broken = events
+    .eventInvariants(facts)
+    .filter((rule) => !rule.ok)
+    .map((rule) => rule.name);
+  return { facts, broken };
+}
+
+describe('the chaos checker: events rules on planted histories', () => {
+  it('keeps every rule when events sent before, during and never end their waits', async () => {
+    const ctx = await setup();
+    for (const plan of ['before', 'after', 'never'] as const) await waitingRun(ctx, plan);
+    expect(await brokenEvents(ctx)).toEqual({
+      facts: expect.objectContaining({
+        waiting_workflows: 3,
+        waits_recorded: 3,
+        woken: 2,
+        woken_by_earlier_event: 1,
+        timed_out: 1,
+      }),
+      broken: [],
+    });
+  });
+
+  it('flags a wait that timed out although its event was sent before, or long before the timeout', async () => {
+    for (const plan of ['before', 'after'] as const) {
+      const ctx = await setup();
+      await waitingRun(ctx, 'after');
+      const { key } = await waitingRun(ctx, plan, { send: false, timeoutMs: 0 });
+      // What a lost wake would leave: the event stored an hour before the wait timed out.
+      await ctx.pool.query(
+        `INSERT INTO "${ctx.schema}".job_events_sent (name, key, payload, sent_at)
+         VALUES ('chaos.go', $1, '{}', now() - interval '1 hour')`,
+        [key],
+      );
+      expect((await brokenEvents(ctx)).broken).toEqual([
+        plan === 'before' ? EVENT_RULES.before : EVENT_RULES.after,
+      ]);
+    }
+  });
+
+  it('flags a wait woken by an event never meant to be sent, and a payload no event of its key had', async () => {
+    const ctx = await setup();
+    await waitingRun(ctx, 'never');
+    await waitingRun(ctx, 'never', { send: true, timeoutMs: 60_000 });
+    expect((await brokenEvents(ctx)).broken).toEqual([EVENT_RULES.never]);
+    const other = await setup();
+    await waitingRun(other, 'never');
+    const { lease } = await waitingRun(other, 'before');
+    await other.pool.query(
+      `UPDATE "${other.schema}".job_steps SET result = '{"timedOut": false, "payload": {"value": "forged"}}'
+       WHERE job_id = $1 AND kind = 'wait'`,
+      [lease.jobId],
+    );
+    expect((await brokenEvents(other)).broken).toEqual([EVENT_RULES.payload]);
+  });
+
+  it('flags a succeeded waiting workflow that never waited, and a waiting row left behind', async () => {
+    const ctx = await setup();
+    await waitingRun(ctx, 'before');
+    await waitingRun(ctx, 'never');
+    const { lease } = await waitingRun(ctx, 'after', { send: false, wait: false });
+    expect((await brokenEvents(ctx)).broken).toEqual([EVENT_RULES.unresolved]);
+    await ctx.pool.query(
+      `INSERT INTO "${ctx.schema}".job_waits (job_id, seq, name, key) VALUES ($1, 1, 'chaos.go', 'k')`,
+      [lease.jobId],
+    );
+    expect((await brokenEvents(ctx)).broken).toEqual([EVENT_RULES.unresolved, EVENT_RULES.left]);
+  });
+
+  it('flags a recorded step of a woken workflow run again by a later claim', async () => {
+    const ctx = await setup();
+    await waitingRun(ctx, 'never');
+    const { lease } = await waitingRun(ctx, 'after');
+    await ctx.effect(lease, 's0#0', 'again', String(BigInt(lease.token) + 1n));
+    expect((await brokenEvents(ctx)).broken).toEqual([EVENT_RULES.again]);
+  });
+
+  it('flags a run in which no wait was woken, and one in which none timed out', async () => {
+    const ctx = await setup();
+    await waitingRun(ctx, 'never');
+    expect((await brokenEvents(ctx)).broken).toEqual([EVENT_RULES.woken]);
+    const other = await setup();
+    await waitingRun(other, 'before');
+    expect((await brokenEvents(other)).broken).toEqual([EVENT_RULES.timedOut]);
   });
 });

@@ -1,7 +1,23 @@
+import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { type EventWaitResult, type JobContext, type Leasehold, ValidationError } from '../../src/index.js';
+import {
+  type DatabaseError,
+  type EventWaitResult,
+  isLeaseholdError,
+  type JobContext,
+  Leasehold,
+  ValidationError,
+} from '../../src/index.js';
 import { runCliInProcess } from '../support/cli-inprocess.js';
-import { databaseUrl, migratedClient, testPool, waitFor } from '../support/db.js';
+import {
+  closeAfterTest,
+  databaseUrl,
+  migratedClient,
+  testPool,
+  uniqueSchema,
+  waitFor,
+} from '../support/db.js';
+import { rejection } from '../support/rejection.js';
 import { roleClient } from '../support/roles.js';
 import { started } from '../support/worker.js';
 
@@ -314,5 +330,21 @@ describe('durable events', () => {
     await waitFor(async () => (await lh.getJob(job.id))?.status === 'succeeded', { what: 'ran' });
     expect(errors[0]).toBeInstanceOf(ValidationError);
     await worker.stop();
+  });
+
+  it('a send the database refuses, at connect included, rejects typed (DATABASE), never with a raw driver error', async () => {
+    // A loopback port nothing listens on: the pool's connect is refused (ECONNREFUSED, no SQLSTATE).
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const url = new URL(databaseUrl());
+    url.hostname = '127.0.0.1';
+    url.port = String(typeof address === 'object' && address ? address.port : 0);
+    const lh = closeAfterTest(new Leasehold({ connectionString: url.toString(), schema: uniqueSchema() }));
+    const err = await rejection(lh.sendEvent('confirmed', { key: 'k', payload: {} }));
+    expect(isLeaseholdError(err, 'DATABASE')).toBe(true);
+    expect((err as DatabaseError).errno).toBe('ECONNREFUSED');
+    expect((err as DatabaseError).message).toMatch(/^sendEvent failed: /);
   });
 });

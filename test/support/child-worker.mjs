@@ -47,6 +47,17 @@ process.once('message', async (config) => {
       }
       return results;
     },
+    // Invokes a job on queue `invokeQueue`, then, instead of handing itself back to wait for it,
+    // reports and hangs holding its lease: a process to kill between an invoke and its child's end.
+    'invoke-then-hang': async (job) => {
+      try {
+        return await job.invoke(config.invokeQueue, { from: job.id });
+      } catch (err) {
+        if (err?.name !== 'SnoozeError') throw err;
+        process.send?.({ type: 'invoked', id: job.id });
+        await new Promise(() => {});
+      }
+    },
   };
   // A batch handler: reports the batch's ids as it starts and once it is done, then completes them all.
   const batchHandlers = {

@@ -30,6 +30,7 @@ export type ChildMessage =
   | { type: 'done'; id: string }
   | { type: 'effect'; id: string; key: string }
   | { type: 'step'; id: string; name: string }
+  | { type: 'invoked'; id: string }
   | { type: 'error'; message: string };
 
 /** Forks a worker process running the built package (see child-worker.mjs); resolves once it runs. */

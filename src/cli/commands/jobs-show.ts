@@ -90,8 +90,9 @@ function describeEvent(event: JobEvent): string {
 
 // A durable step's event: its numbered name, a sleep's wake time (never its result: user data).
 function describeStep(detail: unknown): string {
-  const { step, kind, wakeAt, timeoutAt } = (detail ?? {}) as Record<string, unknown>;
+  const { step, kind, wakeAt, timeoutAt, childId } = (detail ?? {}) as Record<string, unknown>;
   const name = typeof step === 'string' ? step : '?';
+  if (kind === 'invoke') return `invoke ${name}: job ${typeof childId === 'string' ? childId : '?'}`;
   if (kind === 'wait') {
     return `wait ${name} for its event${typeof timeoutAt === 'string' ? ` until ${formatTime(new Date(timeoutAt))}` : ''}`;
   }

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { connectionFor, type LeaseholdContext } from '../../context.js';
-import { ValidationError } from '../../errors.js';
+import { toDatabaseError, ValidationError } from '../../errors.js';
 import { EVENT_RETENTION_MS, eventKey, eventName, eventPayloadText } from '../../runtime/wait-event.js';
 import type { Queryable } from '../../storage/db.js';
 import { sendEventRows } from '../../storage/events.js';
@@ -43,17 +43,25 @@ export async function sendEvent(
     return sendEventRows(connectionFor(context, options.client), context.schema, event);
   }
   // The sender's lock is held until its transaction ends: on the pool, a transaction of its own.
-  const client: pg.PoolClient = await context.pool.connect();
+  // Every failure, the connect and BEGIN/COMMIT included, comes out typed, as the other calls' do.
+  let client: pg.PoolClient | undefined;
+  let broken: Error | undefined;
   try {
+    client = await context.pool.connect();
     await client.query('BEGIN');
-    const db = connectionFor(context, client);
-    const sent = await sendEventRows(db, context.schema, event);
-    await client.query('COMMIT');
-    return sent;
+    try {
+      const sent = await sendEventRows(connectionFor(context, client), context.schema, event);
+      await client.query('COMMIT');
+      return sent;
+    } catch (err) {
+      await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
+        broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
+      });
+      throw err;
+    }
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
+    throw toDatabaseError(err, 'event_send', 'sendEvent');
   } finally {
-    client.release();
+    client?.release(broken);
   }
 }
