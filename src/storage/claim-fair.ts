@@ -1,7 +1,7 @@
 import { MAX_BATCH } from '../validation.js';
-import { type ClaimedRow, newClaimId, takeLeases } from './claim.js';
-import { defineStatement, type Queryable, run } from './db.js';
-import { perLaneCtes } from './lane-routing.js';
+import { type ClaimedRow, newClaimId, takeLeases, type UidRead } from './claim.js';
+import { defineStatement, type Queryable } from './db.js';
+import { perLaneCtes, runLaneRouted } from './lane-routing.js';
 
 /** The largest claim (MAX_BATCH), so the largest share of one key. */
 const MAX_SHARE = MAX_BATCH;
@@ -187,9 +187,10 @@ export function fairCandidateCtes(s: string, limit: string, extra: readonly stri
  *    Each row carries its place in the turns (`turn`): the caller sorts by it, and a worker starts
  *    the jobs in that order.
  */
-const fairStatement = (s: string) => `
+const fairStatement = (uid: UidRead) => (s: string) =>
+  `
   WITH RECURSIVE ${fairCandidateCtes(s, '$3')},
-  ${perLaneCtes('claimed', true, (lane) => takeLeases(s, lane))},
+  ${perLaneCtes('claimed', true, (lane) => takeLeases(s, lane, uid))},
   cursor_row AS (
     SELECT queue_name FROM ${s}.fair_turns WHERE queue_name = $1 AND EXISTS (SELECT 1 FROM walked_last)
     FOR UPDATE SKIP LOCKED
@@ -206,7 +207,12 @@ const fairStatement = (s: string) => `
   SELECT claimed.*, candidate.turn_order AS turn FROM claimed JOIN candidate USING (id)`;
 
 /** The round-robin claim described above. */
-export const JobClaimManyFair = defineStatement('claim_jobs_fair', fairStatement);
+export const JobClaimManyFair = defineStatement('claim_jobs_fair', fairStatement('named'));
+/** JobClaimManyFair for a schema before 027 (claim.ts, `UidRead`; runLaneRouted). */
+export const JobClaimManyFairAnySchema = defineStatement(
+  'claim_jobs_fair_any_schema',
+  fairStatement('anySchema'),
+);
 
 /** Claims up to `limit` jobs of round-robin `queue` for `owner`, in turns between fairness keys. */
 export async function claimJobsFair(
@@ -214,13 +220,13 @@ export async function claimJobsFair(
   schema: string,
   params: { queue: string; owner: string; limit: number; leaseMs: number },
 ): Promise<ClaimedRow[]> {
-  const rows = await run<ClaimedRow>(db, JobClaimManyFair(schema), [
-    params.queue,
-    params.owner,
-    params.limit,
-    params.leaseMs,
-    newClaimId(),
-  ]);
+  const rows = await runLaneRouted<ClaimedRow>(
+    db,
+    schema,
+    JobClaimManyFair(schema),
+    JobClaimManyFairAnySchema(schema),
+    [params.queue, params.owner, params.limit, params.leaseMs, newClaimId()],
+  );
   // UPDATE ... RETURNING has no defined order: restore the turns', which the worker starts them in
   // (in preference order, the big key's older jobs would start first within every batch).
   if (rows.length > 1) rows.sort(byTurn);

@@ -1,6 +1,7 @@
-import { byPreference, CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
+import { byPreference, type ClaimedRow, claimedColumns, newClaimId, type UidRead } from './claim.js';
 import { byTurn, fairCandidateCtes } from './claim-fair.js';
-import { defineStatement, type Queryable, run } from './db.js';
+import { defineStatement, type Queryable } from './db.js';
+import { runLaneRouted } from './lane-routing.js';
 
 /**
  * JobClaimManyLimited: pending -> running, for up to $3 jobs of queue $1, with at most the queue's
@@ -40,7 +41,7 @@ const fairCursor = (s: string) => `
     WHERE t.queue_name = cursor_row.queue_name
   )`;
 
-const limitedStatement = (fair: boolean) => (s: string) =>
+const limitedStatement = (fair: boolean, uid: UidRead) => (s: string) =>
   `
   WITH ${fair ? 'RECURSIVE ' : ''}settings AS (
     SELECT concurrency_limit_per_key AS per_key
@@ -119,17 +120,28 @@ const limitedStatement = (fair: boolean) => (s: string) =>
       holds_queue_slot = false
   FROM chosen
   WHERE j.id = chosen.id
-  RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts, j.priority,
-            ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}${fair ? ', chosen.turn_order AS turn' : ''}`;
+  RETURNING ${claimedColumns(uid)}${fair ? ', chosen.turn_order AS turn' : ''}`;
 
 /** The limited claim described above. */
-export const JobClaimManyLimited = defineStatement('claim_jobs_limited', limitedStatement(false));
+export const JobClaimManyLimited = defineStatement('claim_jobs_limited', limitedStatement(false, 'named'));
 /**
  * JobClaimManyLimited for a round-robin queue (022): its candidates are the fair claim's
  * (claim-fair.ts, a window of $5 in turns between fairness keys), ranked by turn instead of
  * preference, and it moves the queue's cursor as the fair claim does.
  */
-export const JobClaimManyLimitedFair = defineStatement('claim_jobs_limited_fair', limitedStatement(true));
+export const JobClaimManyLimitedFair = defineStatement(
+  'claim_jobs_limited_fair',
+  limitedStatement(true, 'named'),
+);
+/** The two limited claims for a schema before 027 (claim.ts, `UidRead`; runLaneRouted). */
+const JobClaimManyLimitedAnySchema = defineStatement(
+  'claim_jobs_limited_any_schema',
+  limitedStatement(false, 'anySchema'),
+);
+const JobClaimManyLimitedFairAnySchema = defineStatement(
+  'claim_jobs_limited_fair_any_schema',
+  limitedStatement(true, 'anySchema'),
+);
 
 /**
  * Claims like `claimJobs`, within the queue's per-key concurrency limit; with `fair`, in turns
@@ -142,8 +154,10 @@ export async function claimJobsLimited(
 ): Promise<ClaimedRow[]> {
   // The window passes over jobs of saturated keys; wider costs more locks per claim.
   const window = Math.min(1000, Math.max(4 * params.limit, 100));
-  const statement = params.fair ? JobClaimManyLimitedFair : JobClaimManyLimited;
-  const rows = await run<ClaimedRow>(db, statement(schema), [
+  const [named, anySchema] = params.fair
+    ? [JobClaimManyLimitedFair, JobClaimManyLimitedFairAnySchema]
+    : [JobClaimManyLimited, JobClaimManyLimitedAnySchema];
+  const rows = await runLaneRouted<ClaimedRow>(db, schema, named(schema), anySchema(schema), [
     params.queue,
     params.owner,
     params.limit,

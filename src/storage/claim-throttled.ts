@@ -1,5 +1,6 @@
-import { byPreference, CLAIMED_PLAIN, CLAIMED_TIMES, type ClaimedRow, newClaimId } from './claim.js';
-import { defineStatement, type Queryable, run } from './db.js';
+import { byPreference, type ClaimedRow, claimedColumns, newClaimId, type UidRead } from './claim.js';
+import { defineStatement, type Queryable } from './db.js';
+import { runLaneRouted } from './lane-routing.js';
 
 /**
  * JobClaimManyThrottled: pending -> running, for up to $3 jobs of queue $1, within the queue's rate
@@ -37,9 +38,8 @@ import { defineStatement, type Queryable, run } from './db.js';
  *    (the union of intervals, so three throttled workers do not count the same wait three times).
  * The statement returns the claimed jobs plus one row with a null id: the verdict.
  */
-export const JobClaimManyThrottled = defineStatement(
-  'claim_jobs_throttled',
-  (s) => `
+const throttledStatement = (uid: UidRead) => (s: string) =>
+  `
   WITH settings AS (
     SELECT rate_limit_max AS rate_max,
            rate_limit_per_ms::double precision * interval '1 millisecond' AS per,
@@ -154,8 +154,7 @@ export const JobClaimManyThrottled = defineStatement(
         holds_key_slot = false,
         holds_queue_slot = true
     WHERE j.id = ANY (ARRAY(SELECT id FROM chosen))
-    RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
-              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}
+    RETURNING ${claimedColumns(uid)}
   ),
   -- Buckets that held back a job: out of starts in the snapshot, or found so by the debit.
   blocked AS (
@@ -205,16 +204,23 @@ export const JobClaimManyThrottled = defineStatement(
     WHERE r.queue_name = $1 AND (v.got > 0 OR v.throttled)
     RETURNING r.queue_name
   )
-  SELECT id, payload, lease_token, lease_claim_id, attempt_count, max_attempts, priority,
+  SELECT id, payload, lease_token, lease_claim_id, attempt_count, max_attempts, priority, job_uid,
          lease_expires_ms, available_ms, plain, NULL::float8 AS wait_ms, NULL::text AS throttled_by
   FROM claimed
   UNION ALL
-  SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
          CASE WHEN v.throttled
               THEN greatest(1, extract(epoch FROM v.until - clock_timestamp()) * 1000)::float8 END,
          v.reason
   FROM verdict AS v
-  WHERE EXISTS (SELECT 1 FROM settings)`,
+  WHERE EXISTS (SELECT 1 FROM settings)`;
+
+/** The throttled claim described above. */
+export const JobClaimManyThrottled = defineStatement('claim_jobs_throttled', throttledStatement('named'));
+/** JobClaimManyThrottled for a schema before 027 (claim.ts, `UidRead`; runLaneRouted). */
+const JobClaimManyThrottledAnySchema = defineStatement(
+  'claim_jobs_throttled_any_schema',
+  throttledStatement('anySchema'),
 );
 
 /** What the throttled claim found beside the jobs it claimed. */
@@ -247,15 +253,13 @@ export async function claimJobsThrottled(
   },
 ): Promise<{ rows: ClaimedRow[]; verdict: ThrottleVerdict }> {
   const window = params.perKey ? Math.min(1000, Math.max(4 * params.limit, 100)) : params.limit;
-  const result = await run<Row>(db, JobClaimManyThrottled(schema), [
-    params.queue,
-    params.owner,
-    params.limit,
-    params.leaseMs,
-    window,
-    newClaimId(),
-    params.recheckMs,
-  ]);
+  const result = await runLaneRouted<Row>(
+    db,
+    schema,
+    JobClaimManyThrottled(schema),
+    JobClaimManyThrottledAnySchema(schema),
+    [params.queue, params.owner, params.limit, params.leaseMs, window, newClaimId(), params.recheckMs],
+  );
   const rows: ClaimedRow[] = [];
   let verdict: ThrottleVerdict = { limited: false, waitMs: null, throttledBy: null };
   for (const row of result) {

@@ -20,6 +20,29 @@ export const CLAIMED_PLAIN =
   '(j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children) AS plain';
 
 /**
+ * How a claim reads the job's identity (job_uid, migration 027). `named`: the column, for the
+ * statements a process runs on a schema at 027 or later. `anySchema`: read from the row without
+ * naming the column, so that the statement also runs on a schema before 027 (NULL there: those
+ * jobs keep their `schema:id` key) and still returns the identity the moment 027 has run. It is
+ * the claim a process of this version falls back to when the named one finds no column (a rolling
+ * upgrade migrates under running workers; see runLaneRouted in lane-routing.ts), and it costs a
+ * row-to-jsonb conversion per claimed row, which the named one does not. A claim must never leave
+ * out an identity the row has: the job's key would change between its attempts.
+ */
+export type UidRead = 'named' | 'anySchema';
+
+/**
+ * What every claim returns of each job it took (the plain, limited, throttled and round-robin
+ * claims), as `ClaimedRow`: one list, so that a column the runtime needs (the job's identity,
+ * job_uid, migration 027) is returned by all of them.
+ */
+export const claimedColumns = (
+  uid: UidRead,
+) => `j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count,
+              j.max_attempts, j.priority, ${uid === 'named' ? 'j.job_uid' : `(to_jsonb(j) ->> 'job_uid')::uuid AS job_uid`},
+              ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`;
+
+/**
  * JobClaimMany: pending -> running, for up to $3 jobs of queue $1, in one statement.
  * The locking subquery takes row locks with SKIP LOCKED, so concurrent claimers pass each other
  * instead of waiting; the update increments attempt_count and the fencing token and starts a lease
@@ -65,7 +88,7 @@ const claimStatement = (routed: boolean) => (s: string) =>
     LIMIT $3
     FOR UPDATE SKIP LOCKED
   ),
-  ${perLaneCtes('claimed', routed, (lane) => takeLeases(s, lane))}
+  ${perLaneCtes('claimed', routed, (lane) => takeLeases(s, lane, routed ? 'named' : 'anySchema'))}
   SELECT * FROM claimed`;
 
 /**
@@ -73,7 +96,7 @@ const claimStatement = (routed: boolean) => (s: string) =>
  * id $5, a new token, one more attempt) and returns the claimed row: the plain claim's, and the
  * round-robin claim's over its own candidates (claim-fair.ts). Neither takes a slot.
  */
-export const takeLeases = (s: string, lane: number | null) => `UPDATE ${s}.jobs AS j
+export const takeLeases = (s: string, lane: number | null, uid: UidRead) => `UPDATE ${s}.jobs AS j
     SET status = 'running',
         attempt_count = j.attempt_count + 1,
         lease_owner = $2,
@@ -87,12 +110,14 @@ export const takeLeases = (s: string, lane: number | null) => `UPDATE ${s}.jobs 
         holds_key_slot = false,
         holds_queue_slot = false
     WHERE ${idsFrom('candidate', lane, '$1')}
-    RETURNING j.id, j.payload, j.lease_token, j.lease_claim_id, j.attempt_count, j.max_attempts,
-              j.priority, ${CLAIMED_TIMES}, ${CLAIMED_PLAIN}`;
+    RETURNING ${claimedColumns(uid)}`;
 
 /** The claim described above, routed to the lane of each claimed row. */
 export const JobClaimMany = defineStatement('claim_jobs', claimStatement(true));
-/** JobClaimMany through the parent by id, for a schema without lanes yet (runLaneRouted). */
+/**
+ * JobClaimMany through the parent by id, reading the identity without naming it: for a schema
+ * without lanes (018) or identities (027) yet (runLaneRouted).
+ */
 export const JobClaimManyUnrouted = defineStatement('claim_jobs_unrouted', claimStatement(false));
 
 /** A row as the claim returns it. */
@@ -104,6 +129,11 @@ export interface ClaimedRow {
   attempt_count: number;
   max_attempts: number;
   priority: number;
+  /**
+   * The job's identity across failovers (migration 027: a random UUID drawn at insert, which a
+   * reissued id never repeats); null for a job enqueued before 027.
+   */
+  job_uid: string | null;
   /** When the lease lapses, in database time (epoch ms). */
   lease_expires_ms: number;
   /** When the job became claimable, in database time (epoch ms). */

@@ -84,8 +84,7 @@ export interface FunctionEntry {
 
 const FENCE = 'bigint[], bigint[], bigint[], text[], text[]';
 const CLAIMED = `id bigint, payload jsonb, lease_token bigint, lease_claim_id bigint, attempt_count integer,
-  max_attempts integer, priority integer, lease_expires_ms double precision, available_ms double precision,
-  plain boolean`;
+  max_attempts integer, priority integer, job_uid uuid, lease_expires_ms double precision, available_ms double precision, plain boolean`;
 const COMPLETED =
   'id bigint, deferred boolean, repair text[], woken bigint, announced bigint, flow_woken bigint';
 const COMPLETED_PLAIN = 'id bigint, deferred boolean, announced bigint';
