@@ -100,7 +100,10 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
       log(`failover ${k}: worker host w2 cut off from ${promoted} for ${options.partitionS} s`);
     }
 
-    // First completion on the new primary (its own finished_jobs), and per worker host (ledger).
+    // First completion on the new primary (its own finished_jobs), and per worker host (ledger),
+    // after the promotion was seen: a completion committed on the old primary just before the
+    // fault reached the standby with a finished_at after the fault's first instant (and a ledger
+    // row written after it: workers record an answer after receiving it).
     let firstCompletionAt = null;
     const perHost = new Map();
     const measureDeadline = Date.now() + 180_000;
@@ -109,14 +112,14 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
         const rows = await onNode(
           promoted,
           'SELECT min(finished_at) AS at FROM leasehold.finished_jobs WHERE finished_at > $1',
-          [injectedAt],
+          [promotedAt],
         );
         firstCompletionAt = rows?.[0]?.at ?? null;
       }
       const { rows } = await ledger.query(
         `SELECT split_part(owner, '-', 1) AS host, min(written_at) AS at FROM chaos.acks
          WHERE result = 'completed' AND written_at > $1 GROUP BY 1`,
-        [injectedAt],
+        [promotedAt],
       );
       for (const r of rows) if (!perHost.has(r.host)) perHost.set(r.host, r.at);
       const hostsDone = hosts.every((h) => perHost.has(h)) || (partition && perHost.size >= hosts.length - 1);
@@ -180,7 +183,15 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
       target: 'all',
       injectedAt,
       healedAt: rejoinedAt ?? healedAt,
-      detail: { k, old, promoted, cutMs: kind === 'cut' ? options.cutS * 1000 : 0 },
+      detail: {
+        k,
+        old,
+        promoted,
+        cutMs: kind === 'cut' ? options.cutS * 1000 : 0,
+        processesKilled,
+        killToPromotedMs: record.killToPromotedMs,
+        listenersReconnectedMs: null,
+      },
     });
     if (partition)
       faults.push({
