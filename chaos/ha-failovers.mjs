@@ -139,10 +139,18 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
       setPlugged(old, true);
     }
     const healedAt = await now();
-    // The old primary follows the new one (the manager rewinds or rebuilds it).
+    // The old primary follows the new one (the manager rewinds or rebuilds it). One that is still
+    // not streaming after 90 s gets what its operator would do: the manager's reinit (a new copy of
+    // the new primary), recorded as such.
     let rejoinedAt = null;
+    let reinitAfterMs = null;
+    const rejoinStarted = Date.now();
     const rejoinDeadline = Date.now() + 300_000;
     while (Date.now() < rejoinDeadline) {
+      if (reinitAfterMs === null && Date.now() - rejoinStarted > 90_000 && manager.reinit) {
+        reinitAfterMs = Date.now() - rejoinStarted;
+        log(`failover ${k}: ${old} is not following ${promoted} after 90 s; reinit (${manager.reinit(old)})`);
+      }
       const role = await onNode(old, 'SELECT pg_is_in_recovery() AS r');
       const streaming = await onNode(
         promoted,
@@ -171,6 +179,7 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
       stallByHostMs: Object.fromEntries(hosts.map((h) => [h, ms(perHost.get(h) ?? null, injectedAt)])),
       partition: partition ? { host: partition.host, ms: ms(partition.healedAt, partition.at) } : null,
       rejoinMs: ms(rejoinedAt, healedAt),
+      reinitAfterMs,
       rewindsLogged: manager.rewinds(old),
     };
     records.push(record);

@@ -1,7 +1,7 @@
 // Patroni with etcd, as the high-availability rig (chaos/ha-run.mjs) runs it: etcd in the `dcs`
 // machine, one Patroni agent per PostgreSQL node, Debian's PostgreSQL 15 binaries. Failover,
 // fencing (a primary that loses etcd demotes itself) and rejoin (pg_rewind) are Patroni's own.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, chownSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { addressOf, nsOf } from './ha-net.mjs';
@@ -161,6 +161,35 @@ export function patroni({ root, nodes, mode, lagBytes, user, log }) {
       } catch {
         return 0;
       }
+    },
+    /**
+     * What an operator does with a node that cannot follow the new primary (its WAL went past the
+     * point where the new primary's timeline forked, and the agent did not rewind it): `patronictl
+     * reinit`, a new copy of the leader. Returns patronictl's exit status.
+     */
+    reinit(name) {
+      const result = spawnSync(
+        'ip',
+        [
+          'netns',
+          'exec',
+          nsOf(name),
+          'runuser',
+          '-u',
+          user.name,
+          '--',
+          'patronictl',
+          '-c',
+          configFor(name),
+          'reinit',
+          'leasehold-ha',
+          name,
+          '--force',
+        ],
+        { encoding: 'utf8', timeout: 60_000 },
+      );
+      appendFileSync(logOf(name), `rig: patronictl reinit ${name}: ${result.stdout}${result.stderr}\n`);
+      return result.status;
     },
     /** Where each agent logs. */
     logOf,

@@ -57,6 +57,13 @@ export function haInvariants({ records, timeline, drained, options }) {
       '= 0',
       records.every((r) => r.rejoinMs !== null),
     ),
+    // The manager's business, not Leasehold's promise: counted, and explained in the report.
+    rule(
+      'old primaries that needed a reinit to follow the new primary (the manager did not rewind them)',
+      records.filter((r) => r.reinitAfterMs !== null).length,
+      'counted',
+      true,
+    ),
     rule('drained (no job pending or running on the last primary)', drained ? 'yes' : 'no', 'yes', drained),
     rule(
       'handler runs recorded without a claim id',

@@ -177,13 +177,13 @@ async function main() {
     console.log(`Manager: ${options.manager}; settings: ${JSON.stringify(manager.settings)}`);
     console.log('');
     console.log(
-      '| # | fault | old primary | promoted | kill→promoted ms | kill→first completion ms | stall per host ms | rejoin ms | pg_rewind lines |',
+      '| # | fault | old primary | promoted | kill→promoted ms | kill→first completion ms | stall per host ms | rejoin ms | reinit | pg_rewind lines |',
     );
-    console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const r of records) {
       console.log(
         `| ${r.k} | ${r.kind}${r.partition ? ` + ${r.partition.host} cut from new primary` : ''} | ${r.old} | ${r.promoted} | ` +
-          `${r.killToPromotedMs} | ${r.killToFirstCompletionMs} | ${Object.values(r.stallByHostMs).join(' / ')} | ${r.rejoinMs} | ${r.rewindsLogged} |`,
+          `${r.killToPromotedMs} | ${r.killToFirstCompletionMs} | ${Object.values(r.stallByHostMs).join(' / ')} | ${r.rejoinMs} | ${r.reinitAfterMs === null ? 'no' : `after ${r.reinitAfterMs} ms`} | ${r.rewindsLogged} |`,
       );
     }
     console.log('');
