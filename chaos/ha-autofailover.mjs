@@ -14,13 +14,15 @@ const MONITOR_DB = 'pg_auto_failover';
  * The settings that decide what a failover may lose (docs/operations.md, the pg_auto_failover
  * table). `sync`: number_sync_standbys 1 with every standby in the replication quorum (commits wait
  * for one of the two standbys, and only a node known to have every acknowledged commit is
- * promoted). `async`: no node in the quorum (synchronous_standby_names empty). The monitor's
+ * promoted). `async`: number_sync_standbys 0 and `synchronous_commit = local` on every node: a
+ * commit is acknowledged before any standby has it (taking every node out of the replication
+ * quorum, the other way, was refused by the monitor in a trial and left for later). The monitor's
  * health checks are tightened so that a dead node is noticed in seconds, not its default 20 s.
  */
 export function autoFailoverSettings(mode) {
   return {
     number_sync_standbys: mode === 'sync' ? 1 : 0,
-    replication_quorum: mode === 'sync',
+    synchronous_commit: mode === 'sync' ? 'on' : 'local',
     monitor: {
       'pgautofailover.health_check_period': '1000',
       'pgautofailover.health_check_timeout': '1000',
@@ -76,13 +78,13 @@ export function pgAutoFailover({ root, nodes, mode, user, log }) {
   // The monitor's database, through its own socket as the postgres user (its pg_hba lets the
   // nodes' autoctl_node in from the LAN, not an administrator). Only the rig's constants reach the
   // SQL text (node names are checked below).
-  const monitorSql = (sql) => {
+  const sqlOn = (name, db, sql) => {
     const result = spawnSync(
       'ip',
       [
         'netns',
         'exec',
-        nsOf('dcs'),
+        nsOf(name),
         'runuser',
         '-u',
         user.name,
@@ -93,20 +95,21 @@ export function pgAutoFailover({ root, nodes, mode, user, log }) {
         'ON_ERROR_STOP=1',
         '-At',
         '-h',
-        dirOf('dcs'),
+        dirOf(name),
         '-p',
         String(PG_PORT),
         '-d',
-        MONITOR_DB,
+        db,
         '-c',
         sql,
       ],
       { encoding: 'utf8', timeout: 20_000 },
     );
     if (result.status !== 0)
-      throw new Error(`monitor: ${(result.stderr || result.error?.message || '').trim()}`);
+      throw new Error(`${name}: ${(result.stderr || result.error?.message || '').trim()}`);
     return result.stdout.trim();
   };
+  const monitorSql = (sql) => sqlOn('dcs', MONITOR_DB, sql);
   const created = new Set();
 
   return {
@@ -158,17 +161,20 @@ export function pgAutoFailover({ root, nodes, mode, user, log }) {
         await waitFor(settled, 120_000, 'the formation to settle');
         await waitFor(() => monitorSql(sql) !== null, 120_000, what);
       };
-      for (const name of nodes) {
-        await apply(
-          `SELECT pgautofailover.set_node_replication_quorum('default', '${name}', ${settings.replication_quorum})`,
-          `replication quorum of ${name}`,
-        );
-      }
       await apply(
         `SELECT pgautofailover.set_formation_number_sync_standbys('default', ${settings.number_sync_standbys})`,
         'number_sync_standbys',
       );
       await waitFor(settled, 120_000, 'the formation to settle');
+      // Async: commits are acknowledged before any standby has them. Every node gets it (ALTER
+      // SYSTEM writes postgresql.auto.conf, which pg_autoctl leaves alone; a standby reads it when
+      // promoted).
+      if (settings.synchronous_commit !== 'on') {
+        for (const name of nodes) {
+          sqlOn(name, 'postgres', `ALTER SYSTEM SET synchronous_commit = '${settings.synchronous_commit}'`);
+          sqlOn(name, 'postgres', 'SELECT pg_reload_conf()');
+        }
+      }
     },
     /** Creates node `name` (the first time) or runs its keeper again (after a kill). */
     startNode(name) {
