@@ -115,26 +115,42 @@ async function main() {
       `${options.jobs} jobs over ${options.durationS} s, ${options.workerHosts} worker hosts × ${options.concurrency}, ` +
         `lease ${options.leaseMs} ms, ${options.failovers} failovers`,
     );
-    let productionDone = false;
-    const production = produce({
-      lh,
-      jobs: options.jobs,
-      durationMs: options.durationS * 1000,
-      rng: seededRandom(options.seed * 2),
-      maxAttempts: options.maxAttempts,
-      counterPct: options.counterPct,
-      shouldStop: () => false,
-      log,
-    }).finally(() => {
-      productionDone = true;
-    });
+    // --jobs over --duration-s, then, while failovers are still to come, more at the same rate in
+    // slices of 10 s: every failover happens under load, so each has a first completion to time.
+    let failoversDone = false;
+    const rng = seededRandom(options.seed * 2);
+    const production = (async () => {
+      const slice = (jobs, durationMs) =>
+        produce({
+          lh,
+          jobs,
+          durationMs,
+          rng,
+          maxAttempts: options.maxAttempts,
+          counterPct: options.counterPct,
+          shouldStop: () => false,
+          log,
+        });
+      const total = await slice(options.jobs, options.durationS * 1000);
+      const perSlice = Math.max(1, Math.round((options.jobs / options.durationS) * 10));
+      while (!failoversDone) {
+        const more = await slice(perSlice, 10_000);
+        total.acked.push(...more.acked);
+        total.errors.total += more.errors.total;
+        total.errors.untyped += more.errors.untyped;
+        total.slowestMs = Math.max(total.slowestMs, more.slowestMs);
+      }
+      return total;
+    })();
     const { records, faults } = await runFailovers({
       manager,
       nodes: NODES,
       options,
       ledger,
       log,
-      productionDone: () => productionDone,
+      productionDone: () => false,
+    }).finally(() => {
+      failoversDone = true;
     });
     const producer = await production;
     log(`production done: ${producer.acked.length} enqueues acknowledged; draining`);
