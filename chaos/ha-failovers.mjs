@@ -89,6 +89,19 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
     if (promoted === null) throw new Error(`failover ${k}: no node was promoted within 180 s`);
     const promotedAt = await now();
     log(`failover ${k}: ${promoted} promoted ${promotedAt - injectedAt} ms after the ${kind}`);
+    // Every worker host's LISTEN connection on the new primary: how long after the promotion.
+    const listenersBack = (async () => {
+      const started = Date.now();
+      while (Date.now() - started < 120_000) {
+        const rows = await onNode(
+          promoted,
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'leasehold-listener'`,
+        );
+        if ((rows?.[0]?.n ?? 0) >= hosts.length) return Date.now() - started;
+        await sleep(100);
+      }
+      return null;
+    })();
     if (kind === 'kill') manager.startNode(old);
 
     let partition = null;
@@ -163,6 +176,7 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
       }
       await sleep(500);
     }
+    const listenersReconnectedMs = await listenersBack;
     const ms = (a, b) => (a === null || b === null ? null : new Date(a) - new Date(b));
     const record = {
       k,
@@ -180,6 +194,7 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
       partition: partition ? { host: partition.host, ms: ms(partition.healedAt, partition.at) } : null,
       rejoinMs: ms(rejoinedAt, healedAt),
       reinitAfterMs,
+      listenersReconnectedMs,
       rewindsLogged: manager.rewinds(old),
     };
     records.push(record);
@@ -199,7 +214,7 @@ export async function runFailovers({ manager, nodes, options, ledger, log, produ
         cutMs: kind === 'cut' ? options.cutS * 1000 : 0,
         processesKilled,
         killToPromotedMs: record.killToPromotedMs,
-        listenersReconnectedMs: null,
+        listenersReconnectedMs,
       },
     });
     if (partition)
