@@ -45,20 +45,24 @@ async function smoke(manager: string) {
 }
 
 describe.each(['patroni', 'pg_auto_failover'])('chaos:ha --manager %s --mode sync --smoke', (manager) => {
-  it('fails over five times by itself; nothing acknowledged is lost, every invariant holds', async () => {
-    const result = await smoke(manager);
-    expect(result.invariants.filter((r) => !r.ok)).toEqual([]);
-    expect(result.ok).toBe(true);
-    expect(result.records).toHaveLength(5);
-    expect(new Set(result.records.map((r) => r.kind))).toEqual(new Set(['kill', 'cut']));
-    expect(result.records.filter((r) => r.partition?.host === 'w2')).toHaveLength(1);
-    for (const r of result.records) {
-      expect(r.promoted).not.toBe(r.old);
-      expect(r.killToFirstCompletionMs).toBeGreaterThan(0);
-      expect(r.rejoinMs).not.toBeNull();
-    }
-    expect(result.timeline.enqueues.lost).toBe(0);
-    expect(result.timeline.acks.completions_lost).toBe(0);
-    expect(result.timeline.claims.lost).toBe(0);
-  });
+  it(
+    'fails over five times by itself; nothing acknowledged is lost, every invariant holds',
+    async () => {
+      const result = await smoke(manager);
+      expect(result.invariants.filter((r) => !r.ok)).toEqual([]);
+      expect(result.ok).toBe(true);
+      expect(result.records).toHaveLength(5);
+      expect(new Set(result.records.map((r) => r.kind))).toEqual(new Set(['kill', 'cut']));
+      expect(result.records.filter((r) => r.partition?.host === 'w2')).toHaveLength(1);
+      for (const r of result.records) {
+        expect(r.promoted).not.toBe(r.old);
+        expect(r.killToFirstCompletionMs).toBeGreaterThan(0);
+        expect(r.rejoinMs).not.toBeNull();
+      }
+      expect(result.timeline.enqueues.lost).toBe(0);
+      expect(result.timeline.acks.completions_lost).toBe(0);
+      expect(result.timeline.claims.lost).toBe(0);
+    },
+    25 * 60_000,
+  ); // a smoke run takes about 7 minutes on two busy cores
 });
