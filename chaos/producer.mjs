@@ -2,6 +2,7 @@
 // (enqueueMany for most, single enqueue for some), and remembers each acknowledged id: those are
 // the jobs that must never be lost. An enqueue that fails is retried as new jobs; it must fail
 // with a typed Leasehold error, and no call may hang.
+import { randomBytes } from 'node:crypto';
 import { isLeaseholdError } from '../dist/index.js';
 import { enqueueFlowJobs, makeFlow } from './flows-producer.mjs';
 import { makeWorkflow } from './steps-workload.mjs';
@@ -45,7 +46,11 @@ export async function produce({
   let made = 0;
   const startedAt = performance.now();
   const pending = [];
-  const pendingFlows = []; // --flow-pct: whole flows, each enqueued in one call
+  const pendingFlows = [];
+  // Each job's payload carries a reference unique to its enqueue (payload.ref): the ledger records
+  // it with every downstream call, so the checker can tell two jobs apart that a failover gave
+  // one id (and, with identities that did not survive it, one idempotency key).
+  const refPrefix = randomBytes(4).toString('hex'); // --flow-pct: whole flows, each enqueued in one call
   while (acked.length < jobs && !shouldStop()) {
     const due = Math.min(jobs, Math.ceil((jobs * (performance.now() - startedAt)) / durationMs));
     while (made < due) {
@@ -55,7 +60,9 @@ export async function produce({
         made += flow.length;
         continue;
       }
-      pending.push(makeJob(rng, counterPct, steps));
+      const job = makeJob(rng, counterPct, steps);
+      job.payload.ref = `${refPrefix}.${made}`;
+      pending.push(job);
       made++;
     }
     if (pendingFlows.length > 0) {
