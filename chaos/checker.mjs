@@ -238,6 +238,15 @@ export async function check(db, settings) {
       count(*) FILTER (WHERE mode = 'plain' AND NOT applied)::int AS plain_not_applied
     FROM done`);
 
+  // Two different jobs (two enqueues: two producer references) that called the downstream with one
+  // idempotency key: a downstream deduplicating by key kept the first job's effect and silently
+  // dropped the second's. A failover that reissued an id, with keys made of the id alone, does this.
+  const sharedKeys = await one(`
+    SELECT count(*)::int AS keys, coalesce(sum(jobs), 0)::int AS jobs,
+      (array_agg(key ORDER BY key))[1:3] AS samples
+    FROM (SELECT key, count(DISTINCT job_ref) AS jobs FROM chaos.downstream_calls
+          WHERE job_ref IS NOT NULL GROUP BY key HAVING count(DISTINCT job_ref) > 1) shared`);
+
   const refusals = await all(`
     SELECT operation, sum(refused_count)::int AS n FROM leasehold.lease_refusals GROUP BY operation ORDER BY operation`);
 
@@ -306,6 +315,7 @@ export async function check(db, settings) {
     skewed,
     pauses,
     effects,
+    sharedKeys,
     refusals,
     recoveryTimes,
     pinThroughput: throughput.map((t) => ({ ...t, rate: t.seconds > 0 ? t.done_during / t.seconds : null })),

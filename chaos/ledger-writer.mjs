@@ -45,14 +45,19 @@ export class LedgerWriter {
     return `${this.#prefix}${++this.#seq}`;
   }
 
-  /** Calls the fake downstream: logs the call and applies its effect once per key. */
-  async callDownstream(key, jobId, token, owner, kind, claimId = null) {
+  /**
+   * Calls the fake downstream: logs the call and applies its effect once per key, as a real one
+   * deduplicating by idempotency key would (so a key two jobs share silently drops the second's).
+   * `jobRef` is the producer's reference of the calling job (payload.ref).
+   */
+  async callDownstream(key, jobId, token, owner, kind, claimId = null, jobRef = null) {
     await this.#pool.query(
       `WITH call AS (
-         INSERT INTO chaos.downstream_calls (key, job_id, token, owner, kind, claim_id) VALUES ($1, $2, $3, $4, $5, $6) RETURNING key
+         INSERT INTO chaos.downstream_calls (key, job_id, token, owner, kind, claim_id, job_ref)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING key
        )
        INSERT INTO chaos.downstream_applied (key, job_id) SELECT key, $2 FROM call ON CONFLICT (key) DO NOTHING`,
-      [key, jobId, token, owner, kind, claimId],
+      [key, jobId, token, owner, kind, claimId, jobRef],
     );
   }
 

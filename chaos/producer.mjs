@@ -4,6 +4,7 @@
 // with a typed Leasehold error, and no call may hang. With `--steps` and `--event-pct`, it also
 // sends the waiting workflows' events (lh.sendEvent): before their enqueue, or a little after it is
 // acknowledged; an event send that fails is retried, and must fail typed too.
+import { randomBytes } from 'node:crypto';
 import { isLeaseholdError } from '../dist/index.js';
 import { enqueueFlowJobs, makeFlow } from './flows-producer.mjs';
 import { makeWorkflow, WORKFLOW_EVENT, workflowEvent } from './steps-workload.mjs';
@@ -62,7 +63,11 @@ export async function produce({
   let made = 0;
   const startedAt = performance.now();
   const pending = [];
-  const pendingFlows = []; // --flow-pct: whole flows, each enqueued in one call
+  const pendingFlows = [];
+  // Each job's payload carries a reference unique to its enqueue (payload.ref): the ledger records
+  // it with every downstream call, so the checker can tell two jobs apart that a failover gave
+  // one id (and, with identities that did not survive it, one idempotency key).
+  const refPrefix = randomBytes(4).toString('hex'); // --flow-pct: whole flows, each enqueued in one call
   while (acked.length < jobs && !shouldStop()) {
     const due = Math.min(jobs, Math.ceil((jobs * (performance.now() - startedAt)) / durationMs));
     while (made < due) {
@@ -72,7 +77,9 @@ export async function produce({
         made += flow.length;
         continue;
       }
-      pending.push(makeJob(rng, counterPct, steps, eventPct, made));
+      const job = makeJob(rng, counterPct, steps, eventPct, made);
+      job.payload.ref = `${refPrefix}.${made}`;
+      pending.push(job);
       made++;
     }
     if (pendingFlows.length > 0) {

@@ -115,6 +115,12 @@ export function invariants(facts, run) {
       effects.plain_never_called + effects.plain_not_applied === 0,
     ),
     rule(
+      'idempotency keys shared by two jobs (a downstream applies only the first)',
+      facts.sharedKeys.keys,
+      '= 0',
+      facts.sharedKeys.keys === 0,
+    ),
+    rule(
       'enqueues that hung or failed untyped',
       run.producer.errors.untyped + badProbes.length,
       '= 0',

@@ -33,9 +33,11 @@ export async function createChaosSchema(db) {
       written_at timestamptz NOT NULL DEFAULT clock_timestamp(), claim_id text
     );
     -- The fake downstream: every call is logged; the effect is applied once per idempotency key.
+    -- job_ref is the producer's reference of the job that called (payload.ref, unique per enqueue):
+    -- what tells two jobs apart when a failover gave both one id (the checker's shared keys).
     CREATE TABLE chaos.downstream_calls (
       key text NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL, kind text NOT NULL,
-      at timestamptz NOT NULL DEFAULT clock_timestamp(), claim_id text
+      at timestamptz NOT NULL DEFAULT clock_timestamp(), claim_id text, job_ref text
     );
     CREATE TABLE chaos.downstream_applied (key text PRIMARY KEY, job_id bigint NOT NULL);
     -- Written inside the completion transaction of the manual claimers (lh.complete(lease, { client })).

@@ -254,7 +254,15 @@ async function runHandler(job, queue = 'chaos', batched = false) {
       await orAbort(
         job.effect('downstream', {
           perform: async (key) => {
-            await ledger.callDownstream(key, job.id, job.token, owner, 'effect', claimId);
+            await ledger.callDownstream(
+              key,
+              job.id,
+              job.token,
+              owner,
+              'effect',
+              claimId,
+              job.payload.ref ?? null,
+            );
             return { applied: true };
           },
           reconcile: async (key) =>
@@ -266,7 +274,15 @@ async function runHandler(job, queue = 'chaos', batched = false) {
       );
     } else {
       await orAbort(
-        ledger.callDownstream(job.idempotencyKey, job.id, job.token, owner, 'plain', claimId),
+        ledger.callDownstream(
+          job.idempotencyKey,
+          job.id,
+          job.token,
+          owner,
+          'plain',
+          claimId,
+          job.payload.ref ?? null,
+        ),
         signal,
       );
     }

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 const PGBOUNCER_PATHS = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'];
 
 /** The first missing requirement, as a sentence saying what to do; null when nothing is missing. */
-function missingRequirement() {
+async function missingRequirement() {
   if (!PGBOUNCER_PATHS.some((path) => existsSync(path))) {
     return (
       `PgBouncer is not installed (looked for ${PGBOUNCER_PATHS.join(' and ')}): the system suite needs it. ` +
@@ -32,10 +32,17 @@ function missingRequirement() {
     if (spawnSync(binary, ['--version']).error)
       return `the system suite needs ${binary}: apt-get install -y ${pkg}`;
   }
+  // The high-availability rig (test/system/ha-failover.test.ts) installs its managers' Debian
+  // packages itself; where it cannot, the suite refuses here, naming them.
+  const { ensurePackages } = await import('../chaos/ha-packages.mjs');
+  for (const manager of ['patroni', 'pg_auto_failover']) {
+    const cannot = ensurePackages(manager);
+    if (cannot !== null) return cannot;
+  }
   return null;
 }
 
-const missing = missingRequirement();
+const missing = await missingRequirement();
 if (missing !== null) {
   process.stderr.write(`test:system: ${missing}\n`);
   process.exit(1);

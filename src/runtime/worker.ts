@@ -9,6 +9,7 @@ import { BatchItem } from './batch-job.js';
 import { BatchRunner } from './batch-runner.js';
 import { handBackWrite, timeoutWrite } from './failure-outcome.js';
 import { settlesWithin } from './grace.js';
+import { idempotencyKeyOf } from './idempotency-key.js';
 import { IdleRun, type IdleRunLimits, type IdleRunResult, resolveIdleRunLimits } from './idle-run.js';
 import { type AbortReason, ActiveJob, type EffectStore, jobStore } from './job-context.js';
 import { type RunHost, runOne } from './job-run.js';
@@ -341,7 +342,7 @@ export class Worker extends EventEmitter<WorkerEventMap> {
     const batch = config.batch === null ? undefined : this.#batches.get(q);
     const job = new (batch ? BatchItem : ActiveJob)(
       leaseFromRow(row, config.name, this.owner),
-      `${this.#context.schema}:${row.id}`,
+      idempotencyKeyOf(this.#context.schema, row.id, row.job_uid),
       claimSentAt,
       config.leaseMs,
       this.#keeper.marginFor(config.leaseMs),

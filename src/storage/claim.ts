@@ -5,6 +5,7 @@ import {
   type LeaseGrant,
   leaseGrant,
   plainQueueGate,
+  type UidRead,
 } from './claim/fragments.js';
 import { PER_KEY_COLUMNS, perKeySettings, perKeySlotCtes } from './claim/per-key-limit.js';
 import {
@@ -20,7 +21,7 @@ import {
   throttleSettings,
   throttleVerdictCtes,
 } from './claim/throttle.js';
-import { defineStatement, type Queryable, run, type Statement } from './db.js';
+import { defineStatement, type Queryable, type Statement } from './db.js';
 import { idsFrom, perLaneCtes, runLaneRouted } from './lane-routing.js';
 import type { QueueClaimSettingsRow } from './queues.js';
 
@@ -45,15 +46,19 @@ import type { QueueClaimSettingsRow } from './queues.js';
  *    the run holds. The plain and round-robin claims update each row in the lane it was found in
  *    (`perLaneCtes`, lane-routing.ts), instead of every lane being probed for every id.
  * 5. After it, the round-robin cursor (`turnCursorCtes`) and the throttle's verdict and tally.
- * 6. What it returns: each job's `ClaimedRow` (its columns, its times as epoch ms, the `plain`
- *    flag its completion is chosen by), and the round-robin's `turn`, or the throttle's verdict row.
+ * 6. What it returns: each job's `ClaimedRow` (its columns, its identity `job_uid`, its times as
+ *    epoch ms, the `plain` flag its completion is chosen by), and the round-robin's `turn`, or the
+ *    throttle's verdict row.
  *
  * Pay for what you use: the shape (`ClaimShape`) is chosen from the queue's settings
  * (`claimShapeOf`), and a plain queue's claim is the gate, the window, the grant and its columns,
  * nothing else. A stale choice cannot break a limit: the plain gate yields nothing for a limited
  * queue, and the router then re-reads the settings (runtime/claim-router.ts).
  * A shape is which candidates (`preference` order, or `turns` between fairness keys) and which
- * limit (`none`, the `per-key` slots, or the `throttle`): each valid pair is one named statement.
+ * limit (`none`, the `per-key` slots, or the `throttle`): each valid pair is one named statement,
+ * with a twin for a schema before 027 that reads the job's identity without naming its column
+ * (`UidRead`, claim/fragments.ts; the plain claim's twin is its unrouted statement), which a
+ * process falls back to during a rolling upgrade (runLaneRouted, lane-routing.ts).
  */
 export type ClaimShape =
   | { readonly candidates: 'preference' | 'turns'; readonly limit: 'none' | 'per-key' }
@@ -129,13 +134,14 @@ const FREE_OF_SLOTS = {
 /**
  * The one place the fragments of a shape's statement are chosen: its CTEs and the statement that
  * reads them. `routed`: the grant updates each row in its lane (the plain and round-robin claims);
- * a limit's grant updates the few rows it counted by id, through the parent.
+ * a limit's grant updates the few rows it counted by id, through the parent. `uid`: how the grant
+ * returns the job's identity (`UidRead`).
  */
-function fragmentsOf(s: string, shape: ClaimShape, routed: boolean) {
+function fragmentsOf(s: string, shape: ClaimShape, routed: boolean, uid: UidRead) {
   const p = claimParams(shape);
   const turns = shape.candidates === 'turns';
-  const grant = (g: Omit<LeaseGrant, 'claimId'>, layout: 'cte' | 'statement') =>
-    leaseGrant(s, { ...g, claimId: p.claimId }, layout);
+  const grant = (g: Omit<LeaseGrant, 'claimId' | 'uid'>, layout: 'cte' | 'statement') =>
+    leaseGrant(s, { ...g, claimId: p.claimId, uid }, layout);
   switch (shape.limit) {
     case 'none': {
       // The plain claim pays for the gate, the window and the grant; the round-robin claim for its
@@ -203,8 +209,8 @@ function fragmentsOf(s: string, shape: ClaimShape, routed: boolean) {
 }
 
 /** A shape's statement: its CTEs joined, then the statement that reads them. */
-const claimStatement = (shape: ClaimShape, routed: boolean) => (s: string) => {
-  const { recursive, ctes, last } = fragmentsOf(s, shape, routed);
+const claimStatement = (shape: ClaimShape, routed: boolean, uid: UidRead) => (s: string) => {
+  const { recursive, ctes, last } = fragmentsOf(s, shape, routed, uid);
   return `\n  WITH ${recursive ? 'RECURSIVE ' : ''}${ctes.join(',\n  ')}\n  ${last}`;
 };
 
@@ -223,31 +229,60 @@ const THROTTLE: ClaimShape = { candidates: 'preference', limit: 'throttle' };
  * part names the queue ($1), so it is answered from that queue's part of a layout split by queue
  * (docs/scaling.md).
  */
-export const JobClaimMany = defineStatement('claim_jobs', claimStatement(PLAIN, true));
-/** JobClaimMany through the parent by id, for a schema without lanes yet (runLaneRouted). */
-export const JobClaimManyUnrouted = defineStatement('claim_jobs_unrouted', claimStatement(PLAIN, false));
+export const JobClaimMany = defineStatement('claim_jobs', claimStatement(PLAIN, true, 'named'));
+/**
+ * JobClaimMany through the parent by id, reading the identity without naming it: for a schema
+ * without lanes (018) or identities (027) yet (runLaneRouted).
+ */
+export const JobClaimManyUnrouted = defineStatement(
+  'claim_jobs_unrouted',
+  claimStatement(PLAIN, false, 'anySchema'),
+);
 /** The claim within a per-key concurrency limit, in preference order (per-key-limit.ts). */
-export const JobClaimManyLimited = defineStatement('claim_jobs_limited', claimStatement(PER_KEY, false));
+export const JobClaimManyLimited = defineStatement(
+  'claim_jobs_limited',
+  claimStatement(PER_KEY, false, 'named'),
+);
 /** The round-robin claim (022): turns between fairness keys, each lease in its lane (round-robin.ts). */
-export const JobClaimManyFair = defineStatement('claim_jobs_fair', claimStatement(TURNS, true));
+export const JobClaimManyFair = defineStatement('claim_jobs_fair', claimStatement(TURNS, true, 'named'));
 /** The per-key limited claim of a round-robin queue: the turns' candidates, ranked by turn. */
 export const JobClaimManyLimitedFair = defineStatement(
   'claim_jobs_limited_fair',
-  claimStatement(TURNS_PER_KEY, false),
+  claimStatement(TURNS_PER_KEY, false, 'named'),
 );
 /** The claim within a rate or concurrency limit, with its verdict row (throttle.ts; 015). */
-export const JobClaimManyThrottled = defineStatement('claim_jobs_throttled', claimStatement(THROTTLE, false));
+export const JobClaimManyThrottled = defineStatement(
+  'claim_jobs_throttled',
+  claimStatement(THROTTLE, false, 'named'),
+);
+/** The limited, round-robin and throttled claims for a schema before 027 (`UidRead`; runLaneRouted). */
+export const JobClaimManyAnySchema = {
+  limited: defineStatement('claim_jobs_limited_any_schema', claimStatement(PER_KEY, false, 'anySchema')),
+  fair: defineStatement('claim_jobs_fair_any_schema', claimStatement(TURNS, true, 'anySchema')),
+  limitedFair: defineStatement(
+    'claim_jobs_limited_fair_any_schema',
+    claimStatement(TURNS_PER_KEY, false, 'anySchema'),
+  ),
+  throttled: defineStatement('claim_jobs_throttled_any_schema', claimStatement(THROTTLE, false, 'anySchema')),
+} as const;
 
-/** A shape's statement, and for the plain claim its twin through the parent (a schema before 018). */
+/**
+ * A shape's statement, and the twin runLaneRouted falls back to when it finds a column missing:
+ * for the plain claim its statement through the parent (a schema before 018 or 027), for the
+ * others the same statement reading the identity without naming it (a schema before 027).
+ */
 function statementsFor(shape: ClaimShape): {
-  routed: (schema: string) => Statement;
-  unrouted?: (schema: string) => Statement;
+  current: (schema: string) => Statement;
+  anySchema: (schema: string) => Statement;
 } {
-  if (shape.limit === 'throttle') return { routed: JobClaimManyThrottled };
+  const any = JobClaimManyAnySchema;
+  if (shape.limit === 'throttle') return { current: JobClaimManyThrottled, anySchema: any.throttled };
   if (shape.candidates === 'turns')
-    return { routed: shape.limit === 'per-key' ? JobClaimManyLimitedFair : JobClaimManyFair };
-  if (shape.limit === 'per-key') return { routed: JobClaimManyLimited };
-  return { routed: JobClaimMany, unrouted: JobClaimManyUnrouted };
+    return shape.limit === 'per-key'
+      ? { current: JobClaimManyLimitedFair, anySchema: any.limitedFair }
+      : { current: JobClaimManyFair, anySchema: any.fair };
+  if (shape.limit === 'per-key') return { current: JobClaimManyLimited, anySchema: any.limited };
+  return { current: JobClaimMany, anySchema: JobClaimManyUnrouted };
 }
 
 /** A row as the claim returns it. */
@@ -259,6 +294,11 @@ export interface ClaimedRow {
   attempt_count: number;
   max_attempts: number;
   priority: number;
+  /**
+   * The job's identity across failovers (migration 027: a random UUID drawn at insert, which a
+   * reissued id never repeats); null for a job enqueued before 027.
+   */
+  job_uid: string | null;
   /** When the lease lapses, in database time (epoch ms). */
   lease_expires_ms: number;
   /** When the job became claimable, in database time (epoch ms). */
@@ -294,11 +334,9 @@ export async function claimJobsAs(
   shape: ClaimShape,
   params: ClaimParams,
 ): Promise<ClaimOutcome> {
-  const { routed, unrouted } = statementsFor(shape);
+  const { current, anySchema } = statementsFor(shape);
   const values = claimValues(shape, params);
-  const result = unrouted
-    ? await runLaneRouted<Row>(db, schema, routed(schema), unrouted(schema), values)
-    : await run<Row>(db, routed(schema), values);
+  const result = await runLaneRouted<Row>(db, schema, current(schema), anySchema(schema), values);
   let rows: ClaimedRow[] = result;
   let verdict: ThrottleVerdict | null = null;
   if (shape.limit === 'throttle') {

@@ -82,9 +82,31 @@ function completionValues(schema: string, shape: CompletionShape, refs: readonly
   ];
 }
 
+// The columns a job's finished record copies from its row, named once: the lane move returns them
+// and the insert into finished_jobs lists them, so a column added to both tables (job_uid, 027) is
+// carried by adding it here. The unrouted completion, for a schema before 018 or 027 (a rolling
+// upgrade: runLaneRouted), leaves out the identity, which such a schema has no column for; a job
+// completed through it in the seconds after 027 ran keeps a finished record without job_uid (its
+// key was read by its claim, not from this record).
+const CARRIED_ALWAYS = [
+  'id',
+  'priority',
+  'attempt_count',
+  'max_attempts',
+  'lease_owner',
+  'lease_token',
+  'lease_claim_id',
+  'created_at',
+  'claimed_at',
+  'lease_extensions',
+] as const;
+const carried = (routed: boolean): readonly string[] =>
+  routed ? [...CARRIED_ALWAYS, 'job_uid'] : CARRIED_ALWAYS;
 // What the lane move returns of each deleted job: its finished record, and what the features read.
-const MOVED = `j.id, j.priority, j.attempt_count, j.max_attempts, j.lease_owner, j.lease_token,
-              j.lease_claim_id, j.created_at, j.claimed_at, j.lease_extensions, j.notify_on_finish`;
+const moved = (routed: boolean) =>
+  `${carried(routed)
+    .map((c) => `j.${c}`)
+    .join(', ')}, j.notify_on_finish`;
 const FEATURE_COLUMNS = 'j.queue_name, j.ordering_key, j.concurrency_key, j.holds_key_slot, j.has_children';
 // The plain statement moves only jobs that need none of steps 6 to 8 (see `deferred`).
 const PLAIN_ONLY = 'AND j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children';
@@ -92,21 +114,17 @@ const PLAIN_ONLY = 'AND j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT 
 const completeStatement = (shape: CompletionShape) => (s: string) => {
   const p = completionParams(shape);
   const { features, routed } = shape;
-  const moved = perLaneCtes(
+  const CARRIED = carried(routed);
+  const movedCtes = perLaneCtes(
     'changed',
     routed,
     (lane) => `DELETE FROM ${s}.jobs AS j
     WHERE ${idsFrom('fenced', lane, p.queue)}${features ? '' : `\n      ${PLAIN_ONLY}`}
-    RETURNING ${MOVED}${features ? `,\n              ${FEATURE_COLUMNS}` : ''}`,
+    RETURNING ${moved(routed)}${features ? `,\n              ${FEATURE_COLUMNS}` : ''}`,
   );
   const finished = `finished AS (
-    INSERT INTO ${s}.finished_jobs (id, queue_name, priority, attempt_count, max_attempts, lease_owner,
-                                    lease_token, lease_claim_id, created_at, claimed_at, finished_at,
-                                    lease_extensions${p.results ? ', result' : ''})
-    SELECT c.id, ${p.queue}::text, c.priority, c.attempt_count, c.max_attempts, c.lease_owner,
-           c.lease_token, c.lease_claim_id, c.created_at, c.claimed_at, now(), c.lease_extensions${
-             p.results ? ', f.result::jsonb' : ''
-           }
+    INSERT INTO ${s}.finished_jobs (${CARRIED.join(', ')}, queue_name, finished_at${p.results ? ', result' : ''})
+    SELECT ${CARRIED.map((c) => `c.${c}`).join(', ')}, ${p.queue}::text, now()${p.results ? ', f.result::jsonb' : ''}
     FROM changed AS c${p.results ? ' JOIN fenced AS f ON f.id = c.id' : ''}
   )`;
   const featureCtes = features
@@ -132,7 +150,7 @@ const completeStatement = (shape: CompletionShape) => (s: string) => {
       AS t(${FENCE_INPUT_COLUMNS}${p.results ? ', result' : ''})
   ),
   ${fencedCte(s, routed, p.queue)},
-  ${moved},
+  ${movedCtes},
   ${finished}${featureCtes},
   ${refusals},
   ${finishNoticesCte('changed', 'notify_on_finish', p.finished)}

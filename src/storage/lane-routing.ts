@@ -59,7 +59,10 @@ const withoutLanesUntil = new Map<string, number>();
  * A role client runs both through the schema's functions, which exist only once 018 has run.
  * The completions' routed statements also read 019's `job_dependencies.child_queue` (the flow
  * release, flow-release.ts): on a schema at 018 they fail the same way, and their unrouted
- * variants, which look flow children up by id, serve until 019 has run.
+ * variants, which look flow children up by id, serve until 019 has run. So does 027's job
+ * identity (jobs.job_uid): the claims name it, and on a schema before 027 fall back to variants
+ * that read it without naming it (`UidRead`, claim/fragments.ts), the completion to one that does
+ * not copy it.
  */
 export async function runLaneRouted<R extends pg.QueryResultRow>(
   db: Queryable,

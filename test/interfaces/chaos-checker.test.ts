@@ -31,6 +31,7 @@ const RULES = {
   stale: 'stale completions accepted',
   twice: 'completions accepted per claim (most)',
   other: 'acknowledged jobs that ended neither succeeded nor dead (cancelled, or a status unknown here)',
+  sharedKey: 'idempotency keys shared by two jobs (a downstream applies only the first)',
 };
 
 // What only the harness sees (producer errors, nemesis): nothing went wrong there.
@@ -164,5 +165,27 @@ describe('the chaos checker on planted histories', () => {
       await lh.cancel(id, { reason: 'planted' });
     });
     expect(broken).toEqual([RULES.other]);
+  });
+
+  // Issue 31: after an asynchronous failover the promoted server can hand a lost job's id to a new
+  // job; with keys made of the id alone, both call the downstream with one key. The producer's
+  // reference (payload.ref) tells the two jobs apart.
+  it('flags two jobs sharing an idempotency key, and not one job calling twice with its key', async () => {
+    const call = (db: pg.Client, claim: Planted['claim'], ref: string) =>
+      db.query(
+        `INSERT INTO chaos.downstream_calls (key, job_id, token, owner, kind, job_ref)
+         VALUES ($1, $2, $3, $4, 'plain', $5)`,
+        [`leasehold:${claim.id}`, claim.id, claim.token, claim.owner, ref],
+      );
+    const shared = await brokenRules(async ({ db, claim }) => {
+      await call(db, claim, 'p.1');
+      await call(db, claim, 'p.2');
+    });
+    expect(shared).toEqual([RULES.sharedKey]);
+    const repeated = await brokenRules(async ({ db, claim }) => {
+      await call(db, claim, 'p.1');
+      await call(db, claim, 'p.1');
+    });
+    expect(repeated).toEqual([]);
   });
 });

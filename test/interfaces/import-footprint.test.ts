@@ -133,6 +133,7 @@ const OWN: string[] = [
   'dist/runtime/error-details.js',
   'dist/runtime/failure-outcome.js',
   'dist/runtime/grace.js',
+  'dist/runtime/idempotency-key.js',
   'dist/runtime/idle-run.js',
   'dist/runtime/invoke.js',
   'dist/runtime/job-context.js',

@@ -87,7 +87,11 @@ export const CLAIMED_TIMES = `(extract(epoch FROM j.lease_expires_at) * 1000)::f
 export const CLAIMED_PLAIN =
   '(j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children) AS plain';
 
-/** The columns every claim returns as they are, in ClaimedRow's order (then the times and the flag). */
+/**
+ * The columns every claim returns as they are, in ClaimedRow's order (then the times and the flag).
+ * job_uid is the job's identity (migration 027), which its idempotency key is made of: every claim
+ * returns it, or a job's key would change with the claim that took it.
+ */
 export const CLAIMED_COLUMNS: readonly string[] = [
   'id',
   'payload',
@@ -96,7 +100,29 @@ export const CLAIMED_COLUMNS: readonly string[] = [
   'attempt_count',
   'max_attempts',
   'priority',
+  'job_uid',
 ];
+
+/**
+ * How a claim reads the job's identity (job_uid, migration 027). `named`: the column, in the
+ * statements a process runs on a schema at 027 or later. `anySchema`: read from the row without
+ * naming the column, so that the statement also runs on a schema before 027 (NULL there: those
+ * jobs keep their `schema:id` key) and still returns the identity the moment 027 has run. It is
+ * the claim a process of this version falls back to when the named one finds no column (a rolling
+ * upgrade migrates under running workers: runLaneRouted, lane-routing.ts), and it costs a
+ * row-to-jsonb conversion per claimed row, which the named one does not. A claim must never leave
+ * out an identity the row has: the job's key would change between its attempts.
+ */
+export type UidRead = 'named' | 'anySchema';
+
+/** CLAIMED_COLUMNS as a claim's RETURNING reads them from `jobs AS j`, the identity as `uid` says. */
+export function claimedColumns(uid: UidRead): string[] {
+  return CLAIMED_COLUMNS.map((column) =>
+    column === 'job_uid' && uid === 'anySchema'
+      ? "(to_jsonb(j) ->> 'job_uid')::uuid AS job_uid"
+      : `j.${column}`,
+  );
+}
 
 /** The names of the values computed above, read from their `AS`, so they are written once. */
 export const CLAIMED_COMPUTED: readonly string[] = [
@@ -120,6 +146,8 @@ export interface LeaseGrant {
   readonly where: string;
   /** A further returned column (the round-robin claims' place in the turns). */
   readonly returnsAlso?: string;
+  /** How the returned identity is read: `named` unless the statement must run before 027. */
+  readonly uid: UidRead;
 }
 
 /**
@@ -135,7 +163,7 @@ export function leaseGrant(s: string, grant: LeaseGrant, layout: 'cte' | 'statem
   const set = `${at}    `;
   const why = (grant.slotsWhy ?? []).map((line) => `\n${set}-- ${line}`).join('');
   const from = grant.from === undefined ? '' : `${at}FROM ${grant.from}\n`;
-  const columns = CLAIMED_COLUMNS.map((column) => `j.${column}`);
+  const columns = claimedColumns(grant.uid);
   const wrap = layout === 'cte' ? columns.length - 1 : columns.length;
   const returned = [...columns.slice(wrap), CLAIMED_TIMES, CLAIMED_PLAIN].join(', ');
   return `UPDATE ${s}.jobs AS j

@@ -8,8 +8,8 @@ import {
 
 /** What every claim returns, with the types its function declares (ClaimedRow's columns). */
 const CLAIMED = `id bigint, payload jsonb, lease_token bigint, lease_claim_id bigint, attempt_count integer,
-  max_attempts integer, priority integer, lease_expires_ms double precision, available_ms double precision,
-  plain boolean`;
+  max_attempts integer, priority integer, job_uid uuid, lease_expires_ms double precision,
+  available_ms double precision, plain boolean`;
 /**
  * The claim statements as SECURITY DEFINER functions, for the worker role (issue 17): plain,
  * per-key, throttled, round-robin. Entries of FUNCTIONS (../functions.ts).
