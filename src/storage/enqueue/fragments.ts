@@ -22,7 +22,6 @@ const JOB_COLUMNS = [
   'concurrency_key',
   'fairness_key',
   'awaits_predecessor',
-  'lane',
 ] as const;
 
 /** A column an enqueue writes. */
@@ -119,20 +118,20 @@ export function columnsAndValues(row: JobRow): { columns: string; values: string
 }
 
 /**
- * The lane a batch's rows go to (018): the column's own default, job_lane_at(now()), computed once
- * per statement (an InitPlan) instead of once per row as a default is. now() is the transaction's
- * start, so every row gets the value its default would give; on a 1,000-row batch this saved about
- * a tenth of the server's time per row (bench/workloads/enqueue.mjs, issue 28).
+ * The lane of a new row is left to the column's default, job_lane_at(now()), evaluated per row.
+ * Naming the lane once per statement (an InitPlan) saved about a tenth of the server's time per
+ * row in a 1,000-row batch, but a statement that names the column fails on a schema before 018,
+ * where a process of this version must still enqueue during a rolling upgrade
+ * (test/storage/lanes-migration.test.ts); it would need a twin for such schemas, as the claims have.
  */
-export const laneOnce = (s: string): string => `(SELECT ${s}.job_lane_at(now()))`;
 
 /**
  * INSERT of `row` into jobs from `source` (a FROM clause), returning the new ids. With an `id`
- * drawn by the statement, OVERRIDING SYSTEM VALUE lets it through the identity column. The lane is
- * written once for the batch (laneOnce).
+ * drawn by the statement, OVERRIDING SYSTEM VALUE lets it through the identity column. The lane
+ * takes the column's default (see above).
  */
 export function insertJobsFrom(s: string, given: JobRow, source: string, tail = ''): string {
-  const row: JobRow = { ...given, lane: laneOnce(s) };
+  const row: JobRow = { ...given };
   const { columns, values } = columnsAndValues(row);
   return `INSERT INTO ${s}.jobs (${columns})${row.id !== undefined ? '\n    OVERRIDING SYSTEM VALUE' : ''}
     SELECT ${values.join(', ')}
