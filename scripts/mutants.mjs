@@ -388,9 +388,9 @@ export const MUTANTS = [
     name: 'flow-release-resolves-twice',
     covers: 'flow release',
     file: 'src/storage/flow-release.ts',
-    find: 'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved\n    RETURNING d.child_id,\n',
+    find: 'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved\n    RETURNING d.child_id, d.flow_id IS NULL AS invoked,\n',
     replace:
-      'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children))\n    RETURNING d.child_id,\n',
+      'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children))\n    RETURNING d.child_id, d.flow_id IS NULL AS invoked,\n',
     tests: ['flows'],
   },
   // The plain completion (src/storage/complete.ts, issue 28): a batch of plain jobs skips the
@@ -452,7 +452,7 @@ export const MUTANTS = [
   {
     name: 'replace-keeps-running-job',
     covers: 'dedupe replace',
-    file: 'src/storage/enqueue-dedupe.ts',
+    file: 'src/storage/enqueue/dedupe.ts',
     find: "WHERE o.outcome = 'replaced' AND j.id = t.id AND j.status = 'running'",
     replace: "WHERE o.outcome = 'replaced' AND j.id = t.id AND j.status = 'running' AND false",
     tests: ['dedupe'],

@@ -44,6 +44,7 @@ describe('README examples', () => {
       'typed-tasks',
       'results-and-waiting',
       'leases-and-fencing',
+      'combined-enqueues',
       'transactional-enqueue',
       'transactional-complete',
       'schedules',
