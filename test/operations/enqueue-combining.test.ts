@@ -99,15 +99,18 @@ describe('write combining of enqueues', () => {
     let released = false;
     try {
       const first = lh.enqueue('killed', { caller: 'first' });
+      // Observed from the start: its rejection may come before the line that awaits it.
+      const firstRefused = expect(first).rejects.toThrow();
       await waitFor(async () => (await waitingStatements(pool, lh.schema)).length === 1, {
         what: 'the first statement to wait on the lock',
       });
       const carried = ['b', 'c', 'd'].map((caller) => lh.enqueue('killed', { caller }));
+      const carriedOutcomes = settle(carried);
       await queued(lh, 3);
       // The first statement dies: only its caller fails; the queued three go together next.
       const [alone] = await waitingStatements(pool, lh.schema);
       await pool.query('SELECT pg_terminate_backend($1)', [alone?.pid]);
-      await expect(first).rejects.toThrow();
+      await firstRefused;
       const combined = await waitFor(
         async () => (await waitingStatements(pool, lh.schema)).find((s) => s.pid !== alone?.pid),
         { what: 'the combined statement to wait on the lock' },
@@ -116,7 +119,7 @@ describe('write combining of enqueues', () => {
       const later = lh.enqueue('killed', { caller: 'later' });
       await queued(lh, 1);
       await pool.query('SELECT pg_terminate_backend($1)', [combined.pid]);
-      const outcomes = await settle(carried);
+      const outcomes = await carriedOutcomes;
       expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected', 'rejected']);
       // One statement, one error: every caller it carried gets the same one.
       const errors = outcomes.map((o) => (o as PromiseRejectedResult).reason);
