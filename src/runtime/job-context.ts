@@ -3,7 +3,7 @@ import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
 import { readParents } from '../storage/flow-read.js';
 import { type AbortReason, abortError } from './abort-error.js';
-import { type EffectSpec, runEffect } from './effects.js';
+import { type EffectHost, type EffectSpec, runEffect } from './effects.js';
 import { type InvokeOptions, invokeChild, type JobInvoke } from './invoke.js';
 import { SnoozeError } from './job-errors.js';
 import { type OutputLimits, progressText } from './job-output.js';
@@ -14,7 +14,7 @@ import {
   type TransactionAdapter,
   transactionAdapter,
 } from './job-transaction.js';
-import { StepRun, sleepMs, sleepUntilDate } from './steps.js';
+import { type StepHost, StepRun, sleepMs, sleepUntilDate } from './steps.js';
 import {
   EVENT_RETENTION_MS,
   type EventWaitResult,
@@ -252,40 +252,29 @@ export class ActiveJob implements JobContext {
   }
 
   get effect(): JobTools['effect'] {
-    return this.#tool('effect', () => {
-      const job = this;
-      const store = this.#store;
-      return (name, spec) =>
-        runEffect(
-          {
-            db: store.db,
-            schema: store.schema,
-            lease: job.lease,
-            idempotencyKey: job.idempotencyKey,
-            get holdsLease() {
-              return job.holdsLease;
-            },
-            lostLease: () => job.abort('lease-lost'),
-          },
-          name,
-          spec,
-        );
-    });
+    return this.#tool('effect', () => (name, spec) => runEffect(this.#leaseHost(), name, spec));
   }
 
-  #stepRun(): StepRun {
+  // What the effects ledger and the steps read of this run: where to write, the lease that fences
+  // each write, and whether this process still holds it. One object for both (EffectHost, StepHost).
+  #leaseHost(): EffectHost & StepHost {
     const job = this;
     const store = this.#store;
-    this.#steps ??= new StepRun({
+    return {
       db: store.db,
       schema: store.schema,
-      lease: this.lease,
+      lease: job.lease,
+      idempotencyKey: job.idempotencyKey,
       maxResultBytes: store.maxResultBytes,
       get holdsLease() {
         return job.holdsLease;
       },
       lostLease: () => job.abort('lease-lost'),
-    });
+    };
+  }
+
+  #stepRun(): StepRun {
+    this.#steps ??= new StepRun(this.#leaseHost());
     return this.#steps;
   }
 

@@ -94,13 +94,14 @@ export class LeaseKeeper {
     this.#lastTickLateMs = Math.max(0, now - this.#lastTickAt - this.#tickMs);
     this.#lastTickAt = now;
     const due: { job: ActiveJob; queue: ResolvedQueue }[] = [];
-    for (const [job, queue] of this.#jobs) {
+    // forEach, not for-of over entries: no [job, queue] array per tracked job per tick.
+    this.#jobs.forEach((queue, job) => {
       if (job.abortReason !== null) {
         if (!job.settled && !job.stuckReported && now - job.deadline > queue.leaseMs) {
           job.stuckReported = true;
           this.events.stuck(job);
         }
-        continue;
+        return;
       }
       if (now >= job.runtimeLimitAt) {
         this.#abort(job, 'max-runtime');
@@ -116,7 +117,7 @@ export class LeaseKeeper {
           due.push({ job, queue });
         }
       }
-    }
+    });
     if (due.length > 0 && !this.#renewing) void this.#renew(due);
   }
 
