@@ -169,9 +169,9 @@ export function resolveContext(given: LeaseholdOptions = {}): LeaseholdContext {
 
 /**
  * Combining's bounds on `pool`: a quarter of its connections in enqueue statements at once (at
- * least one; the rest stay for workers and other calls), a thousand rows and 4 MB of payload JSON
- * per statement. Fewer statements in flight carry more rows each: 16 callers on a pool of 16 (4 in
- * flight) send about 4 rows a statement, and each commit is shared by that many callers.
+ * least one; the rest stay for workers and other calls; one per queue and kind), a thousand rows
+ * and 4 MB of payload JSON per statement. 16 callers of one queue send 16 rows a statement, and
+ * each commit is shared by that many callers.
  */
 function combineLimits(pool: pg.Pool): CombineLimits {
   const size = (pool as { options?: { max?: number } }).options?.max ?? 10;

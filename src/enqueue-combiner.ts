@@ -3,11 +3,15 @@
  *
  * A web handler enqueues one job per request, many requests at once: each call alone pays a round
  * trip and a commit for one row, though the database takes tens of thousands of rows a second when
- * they arrive together. So: a call that finds fewer than `maxInFlight` statements in flight and
- * nobody waiting is sent at once (an idle producer waits for nothing: no timer, no linger). Any
- * other call waits in its group's line; each time a statement returns, the oldest group's line
- * goes as one statement of up to `maxRows` rows and `maxBytes` payload bytes (at least one row).
- * A group is what one statement can carry: one queue and one kind of insert.
+ * they arrive together. So each group (what one statement can carry: one queue and one kind of
+ * insert) has at most one statement in flight. A call whose group has none in flight, and nobody
+ * waiting, is sent at once (an idle producer waits for nothing: no timer, no linger) while fewer
+ * than `maxInFlight` statements of all groups are in flight. Any other call waits in its group's
+ * line; when the group's statement returns, its line goes as one statement of up to `maxRows` rows
+ * and `maxBytes` payload bytes (at least one row), so the statements are self-clocked: the longer
+ * one takes, the more rows the next one carries. One statement per group, not several: measured
+ * with 16 callers on a 2-core machine, one in flight carried 16 rows a commit and ran 5× as fast as
+ * four in flight carrying 4 each (each commit has a fixed cost that a larger batch shares).
  *
  * A group's `send` runs one statement for a batch and settles each entry with its own answer; if it throws,
  * every entry it carried that is not settled yet is rejected with that error. An entry's promise
@@ -29,7 +33,7 @@ export type SendCombined<I, R> = (group: string, batch: readonly CombinedEntry<I
 
 /** The bounds of combining. */
 export interface CombineLimits {
-  /** Statements in flight at once (a share of the pool). */
+  /** Statements in flight at once, of all groups (a share of the pool; one per group). */
   readonly maxInFlight: number;
   /** Rows in one statement. */
   readonly maxRows: number;
@@ -61,9 +65,10 @@ interface Line {
 export class EnqueueCombiner {
   /** Waiting lines by group; a Map iterates in insertion order, so the oldest line goes first. */
   readonly #waiting = new Map<string, Line>();
+  /** The groups with a statement in flight (at most one each). */
+  readonly #busy = new Set<string>();
   #idle: (() => void)[] = [];
   #queued = 0;
-  #inFlight = 0;
   readonly #counts: CombinedEnqueueCounts = {
     statements: 0,
     combinedStatements: 0,
@@ -82,11 +87,11 @@ export class EnqueueCombiner {
     return new Promise<R>((resolve, reject) => {
       const entry = { item, bytes, resolve, reject } as CombinedEntry<unknown, unknown>;
       const sendAny = send as SendCombined<unknown, unknown>;
-      if (this.#queued === 0 && this.#inFlight < this.limits.maxInFlight) {
+      const line = this.#waiting.get(group);
+      if (!line && !this.#busy.has(group) && this.#busy.size < this.limits.maxInFlight) {
         this.#start(group, sendAny, [entry]);
         return;
       }
-      const line = this.#waiting.get(group);
       if (line) line.entries.push(entry);
       else this.#waiting.set(group, { send: sendAny, entries: [entry] });
       this.#queued += 1;
@@ -95,7 +100,7 @@ export class EnqueueCombiner {
 
   /** Resolves once nothing waits and no statement is in flight (before the pool closes). */
   drained(): Promise<void> {
-    if (this.#queued === 0 && this.#inFlight === 0) return Promise.resolve();
+    if (this.#queued === 0 && this.#busy.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idle.push(resolve));
   }
 
@@ -109,7 +114,7 @@ export class EnqueueCombiner {
     send: SendCombined<unknown, unknown>,
     batch: CombinedEntry<unknown, unknown>[],
   ): void {
-    this.#inFlight += 1;
+    this.#busy.add(group);
     const counts = this.#counts;
     counts.statements += 1;
     counts.rows += batch.length;
@@ -127,16 +132,23 @@ export class EnqueueCombiner {
         for (const entry of batch) entry.reject(err);
       })
       .finally(() => {
-        this.#inFlight -= 1;
-        this.#drain();
-        if (this.#queued === 0 && this.#inFlight === 0) for (const idle of this.#idle.splice(0)) idle();
+        // The group is free again only after the callers this statement answered have run on: a
+        // caller that enqueues again at once (a loop, a request that enqueues twice) joins the
+        // line rather than finding the group free and going alone, so the next statement carries
+        // everyone who came back. One turn of the event loop, not a timer.
+        setImmediate(() => {
+          this.#busy.delete(group);
+          this.#drain();
+          if (this.#queued === 0 && this.#busy.size === 0) for (const idle of this.#idle.splice(0)) idle();
+        });
       });
   }
 
-  /** Sends waiting lines, oldest group first, while statements may start. */
+  /** Sends the waiting lines of free groups, oldest line first, while statements may start. */
   #drain(): void {
-    while (this.#queued > 0 && this.#inFlight < this.limits.maxInFlight) {
-      const [group, { send, entries: line }] = this.#waiting.entries().next().value as [string, Line];
+    for (const [group, { send, entries: line }] of this.#waiting) {
+      if (this.#busy.size >= this.limits.maxInFlight) return;
+      if (this.#busy.has(group)) continue;
       let rows = 0;
       let bytes = 0;
       while (rows < line.length && rows < this.limits.maxRows) {

@@ -79,6 +79,53 @@ describe('write combining of enqueues', () => {
     expect(text).toMatch(/^leasehold_enqueue_statement_rows_total 1000$/m);
   });
 
+  it('callers that come back while their statement is in flight all go in the next one', async () => {
+    // 16 callers enqueueing one job after another: the first call goes alone, the other 15 wait
+    // for it; from then on each statement answers 16 callers who come back before the next starts.
+    const lh = await migratedClient({ poolSize: 16 });
+    const pool = testPool(2);
+    const ids = await Promise.all(
+      Array.from({ length: 16 }, async (_, caller) => {
+        const mine: string[] = [];
+        for (let i = 0; i < 20; i++) mine.push((await lh.enqueue('loops', { caller, i })).id);
+        return mine;
+      }),
+    );
+    const stored = await payloads(pool, lh.schema);
+    expect(stored.size).toBe(320);
+    for (const [caller, mine] of ids.entries()) {
+      for (const [i, id] of mine.entries()) expect(stored.get(id)).toEqual({ caller, i });
+    }
+    const counts = lh.combinedEnqueues();
+    expect(counts).toMatchObject({ rows: 320, largestStatement: 16, waiting: 0 });
+    expect(counts.statements).toBeLessThanOrEqual(21);
+  });
+
+  it("a statement in flight holds up only its own group's calls", async () => {
+    // One statement per group: a keyed insert waiting on a row lock (the same key, held by an open
+    // transaction) does not stop plain enqueues of the same client.
+    const lh = await migratedClient({ poolSize: 8 });
+    const pool = testPool(2);
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await lh.enqueue('groups', { holder: true }, { idempotencyKey: 'held', client: holder });
+      const blocked = lh.enqueue('groups', { blocked: true }, { idempotencyKey: 'held' });
+      await waitFor(async () => (await waitingStatements(pool, lh.schema)).length === 1, {
+        what: 'the keyed statement to wait on the open transaction',
+      });
+      const plain = await Promise.all([1, 2, 3].map((i) => lh.enqueue('groups', { i })));
+      expect(new Set(plain.map((r) => r.id)).size).toBe(3);
+      expect((await waitingStatements(pool, lh.schema)).length).toBe(1);
+      await holder.query('COMMIT');
+      const answer = await blocked;
+      expect(answer.created).toBe(false);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+    }
+  });
+
   it('a call that finds nothing in flight is sent at once, alone', async () => {
     const lh = await migratedClient({ poolSize: 4 });
     for (let i = 0; i < 5; i++) await lh.enqueue('alone', { i });
