@@ -1,5 +1,5 @@
-// `npm run bench:ab -- <git ref>`: the processing workload of another commit against the working
-// tree, in one run on one server, interleaved (each repetition runs both, in alternating order, so
+// `npm run bench:ab -- <git ref>`: the processing workload (or, with `--workload enqueue`, the
+// enqueue workload) of another commit against the working tree, in one run on one server, interleaved (each repetition runs both, in alternating order, so
 // a drifting machine spreads over both sides), and the ratio of their medians.
 //
 // The other commit is checked out into a temporary git worktree (this repository's own objects; no
@@ -18,6 +18,7 @@ import { describeEnvironment, formatEnvironment, loadAverage } from './lib/envir
 import { dropLeasehold } from './lib/leasehold-schema.mjs';
 import { openServer } from './lib/server.mjs';
 import { median } from './lib/stats.mjs';
+import { dropEnqueueSchema, enqueueThroughput, singleCallerLatency } from './workloads/enqueue-ab.mjs';
 import { liveChildren, measureProcessing } from './workloads/processing.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -27,7 +28,11 @@ const USAGE = `Usage: npm run bench:ab -- <git ref> [--reps N] [--process-jobs N
   --process-jobs N   no-op jobs per run (default 50000, 1000..1000000)
   --concurrency N    handler slots per process (default 16, 1..1000)
   --prefetch N       also compare both sides at prefetch N (default 0: defaults only; 0..5000)
-Runs 1 and 2 worker processes per side. Set DATABASE_URL to use an existing server.`;
+  --workload W       processing (default): 1 and 2 worker processes per side;
+                     enqueue: enqueue() from 16 concurrent callers (jobs/s, --enqueue-jobs each)
+                     and one caller's per-call latency, one call at a time (p50/p99 of 2,000 calls)
+  --enqueue-jobs N   jobs per enqueue run (default 30000, 1000..1000000)
+ Set DATABASE_URL to use an existing server.`;
 
 const { values, positionals } = (() => {
   try {
@@ -39,6 +44,8 @@ const { values, positionals } = (() => {
         'process-jobs': { type: 'string' },
         concurrency: { type: 'string' },
         prefetch: { type: 'string' },
+        workload: { type: 'string' },
+        'enqueue-jobs': { type: 'string' },
         help: { type: 'boolean' },
       },
     });
@@ -55,6 +62,9 @@ const reps = integer('reps', 5, 1, 20);
 const processJobs = integer('process-jobs', 50_000, 1000, 1_000_000);
 const concurrency = integer('concurrency', 16, 1, 1000);
 const prefetch = integer('prefetch', 0, 0, 5000);
+const enqueueJobs = integer('enqueue-jobs', 30_000, 1000, 1_000_000);
+const workload = values.workload ?? 'processing';
+if (workload !== 'processing' && workload !== 'enqueue') fail('--workload is processing or enqueue');
 const log = (message) => console.error(`[bench:ab ${new Date().toISOString().slice(11, 19)}] ${message}`);
 
 function integer(name, fallback, min, max) {
@@ -142,6 +152,10 @@ async function main() {
     console.log(formatEnvironment(await describeEnvironment(admin), server));
     console.log(`Command: npm run bench:ab -- ${process.argv.slice(2).join(' ')}\n`);
     const ctx = { connectionString: server.connectionString, admin };
+    if (workload === 'enqueue') {
+      await compareEnqueue(sides, ctx);
+      return;
+    }
     const variants = [
       ['leasehold', 'defaults'],
       ...(prefetch > 0 ? [['leasehold-prefetch', `prefetch ${prefetch}`]] : []),
@@ -186,6 +200,44 @@ async function main() {
     await server.stop();
     other.cleanup();
   }
+}
+
+/** The enqueue workload on both sides, interleaved: throughput from 16 callers, one caller's latency. */
+async function compareEnqueue(sides, ctx) {
+  const modules = await Promise.all(sides.map((side) => import(side.dist ?? join(ROOT, 'dist', 'index.js'))));
+  const rates = [[], []];
+  const p50 = [[], []];
+  const p99 = [[], []];
+  for (let rep = 0; rep < reps; rep++) {
+    for (const i of rep % 2 === 0 ? [0, 1] : [1, 0]) {
+      const rate = await enqueueThroughput(modules[i], { ...ctx, jobs: enqueueJobs, callers: 16 });
+      const latency = await singleCallerLatency(modules[i], { ...ctx, calls: 2000 });
+      rates[i].push(rate);
+      p50[i].push(latency.p50);
+      p99[i].push(latency.p99);
+      log(
+        `enqueue, run ${rep + 1}/${reps}: ${sides[i].name}: ${Math.round(rate)} jobs/s, one caller p50 ${latency.p50.toFixed(3)} / p99 ${latency.p99.toFixed(3)} ms`,
+      );
+    }
+  }
+  await dropEnqueueSchema(ctx.admin);
+  const range = (runs, digits) =>
+    `${median(runs).toFixed(digits)} (${Math.min(...runs).toFixed(digits)}–${Math.max(...runs).toFixed(digits)})`;
+  console.log(`Median of ${reps} interleaved runs (min–max); ratio = working tree ÷ the other commit.\n`);
+  console.log(`| Workload | ${sides[0].name} | ${sides[1].name} | Ratio |`);
+  console.log('| --- | ---: | ---: | ---: |');
+  console.log(
+    `| enqueue(), 16 concurrent callers, ${enqueueJobs} jobs (jobs/s; above 1× is faster) | ${range(rates[0], 0)} | ${range(rates[1], 0)} | ${(median(rates[1]) / median(rates[0])).toFixed(2)}× |`,
+  );
+  for (const [label, runs] of [
+    ['p50', p50],
+    ['p99', p99],
+  ]) {
+    console.log(
+      `| enqueue(), one caller, one call at a time, ${label} ms (difference: working tree − other) | ${range(runs[0], 3)} | ${range(runs[1], 3)} | ${(median(runs[1]) - median(runs[0])).toFixed(3)} ms |`,
+    );
+  }
+  console.log(`\nLoad average at end (1/5/15 min): ${loadAverage()}`);
 }
 
 main()

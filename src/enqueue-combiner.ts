@@ -132,16 +132,22 @@ export class EnqueueCombiner {
         for (const entry of batch) entry.reject(err);
       })
       .finally(() => {
-        // The group is free again only after the callers this statement answered have run on: a
-        // caller that enqueues again at once (a loop, a request that enqueues twice) joins the
+        // A statement that answered several callers frees its group only after they have run on:
+        // a caller that enqueues again at once (a loop, a request that enqueues twice) joins the
         // line rather than finding the group free and going alone, so the next statement carries
-        // everyone who came back. One turn of the event loop, not a timer.
-        setImmediate(() => {
-          this.#busy.delete(group);
-          this.#drain();
-          if (this.#queued === 0 && this.#busy.size === 0) for (const idle of this.#idle.splice(0)) idle();
-        });
+        // everyone who came back. One turn of the event loop, not a timer. A statement of one row
+        // frees it at once: its caller gains nothing by waiting (whoever else came is in the
+        // line already), and a lone producer's next call goes without that turn.
+        if (batch.length > 1) setImmediate(() => this.#free(group));
+        else this.#free(group);
       });
+  }
+
+  /** The group's statement is done: send what waits, and tell `drained()` when nothing is left. */
+  #free(group: string): void {
+    this.#busy.delete(group);
+    this.#drain();
+    if (this.#queued === 0 && this.#busy.size === 0) for (const idle of this.#idle.splice(0)) idle();
   }
 
   /** Sends the waiting lines of free groups, oldest line first, while statements may start. */
