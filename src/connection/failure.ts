@@ -5,9 +5,12 @@ import { CONNECTION_GONE, LEAVE_SERVER } from './primary.js';
 const NO_SESSION_STATE = /^(08|28)|^3D000$/;
 // Node's socket errors (ECONNREFUSED, ENOTFOUND, EHOSTUNREACH), as the driver passes them on.
 const SOCKET_CODE = /^E[A-Z]+$/;
-// Driver messages of a connection that ended, or was never made, without a code.
+// Driver messages of a connection that ended, or was never made, without a code. "timeout expired"
+// is pg's own connect timer (connectTimeoutMs) on a client outside a pool: the LISTEN connection's,
+// a host-list probe's. A pool words the same failure "Connection terminated due to connection
+// timeout"; unmatched, the listener reconnecting into a black hole was one more event per attempt.
 const CONNECTION_MESSAGE =
-  /Connection terminated|Connection ended|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable/i;
+  /Connection terminated|Connection ended|Query read timeout|timeout exceeded when trying to connect|^timeout expired$|Client has encountered a connection error|not queryable/i;
 
 /**
  * True when `err` (a Leasehold error, a driver error, or an error wrapping one as `cause`) says the

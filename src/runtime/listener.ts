@@ -74,6 +74,7 @@ export class WakeupListener {
     if (this.#stopped) return;
     const client = await this.options.connection.connect('leasehold-listener');
     let failed = false;
+    // `err` null: the connection is left and made again, and nothing is reported.
     const fail = (err: unknown) => {
       if (failed) return;
       failed = true;
@@ -84,13 +85,14 @@ export class WakeupListener {
       }
       client.end().catch(() => {});
       if (this.#stopped) return;
-      this.#reportError(err);
+      if (err !== null) this.#reportError(err);
       this.#scheduleReconnect();
     };
     // The host list gave this server up (read-only, shutting down): follow the pool to the new one.
-    const unwatch = this.options.connection.watch(client, () =>
-      fail(new Error("the listener's server is no longer the one to use; reconnecting")),
-    );
+    // Not a failure of its own: the statement whose failure made the host list give the server up
+    // reports it (once per outage), and a reconnection that fails reports that. Reported here too,
+    // it was a second error event for one outage, worded so that it was not counted as one.
+    const unwatch = this.options.connection.watch(client, () => fail(null));
     client.on('error', fail);
     client.on('end', () => fail(new Error('listener connection ended')));
     client.on('notification', (message) => {

@@ -307,4 +307,55 @@ describe('an outage is reported once', () => {
     // Heard, nothing goes to the process warnings.
     expect(warnings.filter((w) => w.code?.startsWith('LEASEHOLD_DATABASE'))).toEqual([]);
   });
+
+  it('heard, a black-holed outage is one error event too: the listener reconnecting into the hole, where pg gives up each connect with its own "timeout expired", included', async () => {
+    const setup = await migratedClient();
+    // The pool and the LISTEN connection each through a proxy of their own, so the listener's
+    // reconnection attempts can be counted apart from the pool's.
+    const proxy = await startTcpProxy(databaseUrl());
+    const listenProxy = await startTcpProxy(databaseUrl());
+    const lh = closeAfterTest(
+      new Leasehold({
+        connectionString: proxy.connectionString,
+        listenConnectionString: listenProxy.connectionString,
+        schema: setup.schema,
+        connectTimeoutMs: 1000,
+        statementTimeoutMs: 1000,
+      }),
+    );
+    const done: string[] = [];
+    const worker = lh.worker({
+      queues: { steady: { handler: async (job) => void done.push(job.id) } },
+      pollIntervalMs: 50,
+      recoveryIntervalMs: 100,
+    });
+    const errors: unknown[] = [];
+    worker.on('error', (err) => errors.push(err));
+    await started(worker);
+    const pid = await waitFor(() => worker.listenerPid, { what: 'the listener to connect' });
+
+    // A partition: nothing answers, every connection stays open, new ones are accepted and held.
+    proxy.blackHole();
+    listenProxy.blackHole();
+    // The listener's connection is ended (on the server's side): the listener reconnects into the
+    // hole, and pg's own connect timer ends each attempt. Its third attempt starts only after the
+    // first two were given up and reported.
+    const before = listenProxy.accepted;
+    await setup.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+    await waitFor(() => listenProxy.accepted >= before + 3, {
+      what: 'the listener to give up two connection attempts in the hole',
+      timeoutMs: 20_000,
+    });
+    expect(errors.map(String)).toHaveLength(1);
+    expect(isLeaseholdError(errors[0], 'DATABASE'), String(errors[0])).toBe(true);
+
+    proxy.heal();
+    listenProxy.heal();
+    const later = await setup.enqueue('steady', {});
+    await waitFor(() => done.includes(later.id), {
+      what: 'a job enqueued after the outage to run',
+      timeoutMs: 20_000,
+    });
+    expect(errors.map(String)).toHaveLength(1);
+  }, 60_000);
 });

@@ -13,6 +13,8 @@ export interface TcpProxy {
   drop(): void;
   /** Connections refused while dropped, so far. */
   readonly refused: number;
+  /** Connections accepted (and forwarded, or held in the hole), so far. */
+  readonly accepted: number;
   /** Closes the proxy and every connection through it. */
   close(): Promise<void>;
 }
@@ -32,6 +34,7 @@ export async function startTcpProxy(serverUrl: string): Promise<TcpProxy> {
   let holed = false;
   let dropped = false;
   let refused = 0;
+  let accepted = 0;
   const pairs = new Set<{ client: Socket; upstream: Socket; lostBytes: boolean }>();
   const server = createServer((client) => {
     if (dropped) {
@@ -39,6 +42,7 @@ export async function startTcpProxy(serverUrl: string): Promise<TcpProxy> {
       client.destroy();
       return;
     }
+    accepted++;
     const upstream = tcpConnect(Number(target.port || 5432), target.hostname);
     const pair = { client, upstream, lostBytes: false };
     pairs.add(pair);
@@ -73,6 +77,9 @@ export async function startTcpProxy(serverUrl: string): Promise<TcpProxy> {
     },
     get refused() {
       return refused;
+    },
+    get accepted() {
+      return accepted;
     },
     drop() {
       dropped = true;
