@@ -24,8 +24,8 @@ import {
   runUnnamedOn,
   runUnnamedOnPool,
 } from './storage/db.js';
-import { notifyQueue } from './storage/enqueue.js';
-import { functionRoutes } from './storage/functions.js';
+import { notifyQueue } from './storage/jobs/enqueue.js';
+import { functionRoutes } from './storage/roles/functions.js';
 import { rejectUnknownOptions } from './unknown-options.js';
 import {
   assertSchemaName,

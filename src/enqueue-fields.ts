@@ -1,7 +1,7 @@
 /**
  * The option names and limits of an enqueue, in one place: `lh.enqueue` and `lh.enqueueMany` check
  * options against them (operations/enqueue.ts, operations/enqueue-dedupe.ts), the schema's stable
- * SQL API checks the same (storage/sql-api.ts), and the docs test finds each name in docs/api.md.
+ * SQL API checks the same (storage/roles/sql-api.ts), and the docs test finds each name in docs/api.md.
  */
 
 /** A job's own fields, taken by `lh.enqueue`'s options and by each `lh.enqueueMany` item. */

@@ -158,5 +158,5 @@ export type { WorkerJob } from './runtime/worker-events.js';
 export type { Logger, LogMethod } from './runtime/worker-logger.js';
 export { logWorkerEvents } from './runtime/worker-logger.js';
 export type { Queryable } from './storage/db.js';
-export type { FailOutcome } from './storage/fail.js';
-export type { Job, JobStatus, RefusalCount } from './storage/read.js';
+export type { Job, JobStatus, RefusalCount } from './storage/jobs/read.js';
+export type { FailOutcome } from './storage/leases/fail.js';

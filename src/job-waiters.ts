@@ -3,7 +3,7 @@ import type { ListenConnection } from './connection/leasehold-pool.js';
 import { isLeaseholdError } from './errors.js';
 import { WakeupListener } from './runtime/listener.js';
 import { finishedChannel } from './storage/finish-notices.js';
-import { readWaitedJobs, type WaitState } from './storage/wait.js';
+import { readWaitedJobs, type WaitState } from './storage/jobs/wait.js';
 
 /** The statuses a job ends in; any other (pending, running) is still live. */
 const ENDED = new Set(['succeeded', 'dead', 'cancelled']);

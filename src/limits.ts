@@ -1,5 +1,5 @@
 // The bounds that the runtime checks and that storage's SECURITY DEFINER functions repeat
-// (storage/function-bounds.ts): one home below both rooms, so that storage imports nothing above it.
+// (storage/roles/function-bounds.ts): one home below both rooms, so that storage imports nothing above it.
 
 /** Longest stored error message, in characters. */
 export const MAX_ERROR_MESSAGE = 1000;

@@ -1,6 +1,6 @@
 import { DEFAULT_AGING_LIMIT } from '../defaults.js';
-import { agePendingJobs, listAgingQueues } from '../storage/aging.js';
-import { type OrderingKeyCursor, repairOrderingKeys, scanOrderingKeys } from '../storage/ordering.js';
+import { type OrderingKeyCursor, repairOrderingKeys, scanOrderingKeys } from '../storage/queues/ordering.js';
+import { agePendingJobs, listAgingQueues } from '../storage/upkeep/aging.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
 export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from '../defaults.js';

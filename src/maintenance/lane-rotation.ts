@@ -1,6 +1,6 @@
 import { DatabaseError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
-import { moveLaneRows, truncateDrainedLanes } from '../storage/lanes.js';
+import { moveLaneRows, truncateDrainedLanes } from '../storage/roles/lanes.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
 export { DEFAULT_LANE_ROTATION_INTERVAL_MS } from '../defaults.js';

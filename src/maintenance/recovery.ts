@@ -1,6 +1,6 @@
 import { DEFAULT_RECOVERY_LIMIT } from '../defaults.js';
 import type { Queryable } from '../storage/db.js';
-import { msUntilNextLeaseExpiry, recoverExpiredLeases } from '../storage/recover.js';
+import { msUntilNextLeaseExpiry, recoverExpiredLeases } from '../storage/leases/recover.js';
 import { MAX_BATCH } from '../validation.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 

@@ -5,8 +5,8 @@ import {
 } from '../defaults.js';
 import { isLeaseholdError, PermissionError } from '../errors.js';
 import type { Queryable } from '../storage/db.js';
-import { fireScheduleTicks, pruneScheduleTicks } from '../storage/schedule-fire.js';
-import { listScheduleRows, type ScheduleRow } from '../storage/schedules.js';
+import { fireScheduleTicks, pruneScheduleTicks } from '../storage/schedules/schedule-fire.js';
+import { listScheduleRows, type ScheduleRow } from '../storage/schedules/schedules.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 import type { CatchUpRule } from './schedule-ticks.js';
 import { loadTimetables } from './timetables.js';

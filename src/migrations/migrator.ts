@@ -49,7 +49,7 @@ export interface MigrateResult {
 
 /**
  * Brings `schema` up to the latest migration in one transaction, and installs this version's
- * SECURITY DEFINER functions (storage/functions.ts) where they are missing, even on a schema whose
+ * SECURITY DEFINER functions (storage/roles/functions.ts) where they are missing, even on a schema whose
  * version is current (a library upgrade may change a statement without a migration). Many
  * processes may call it at once: an advisory lock serialises them, and the later ones find nothing
  * left to do. A schema already at the latest version with its functions is only read, so a role
@@ -198,7 +198,7 @@ function newerSchema(schema: string, current: number, latest: number): SchemaVer
  * (or `PermissionError`) when the server is refused, unreachable or refuses the login,
  * `SchemaVersionError` when the schema was never migrated or was migrated by a newer Leasehold.
  * An older but migrated schema is accepted: a rolling upgrade runs workers while migrating
- * (storage/lane-routing.ts serves a schema from before 018).
+ * (storage/roles/lane-routing.ts serves a schema from before 018).
  */
 export async function assertSchemaUsable(pool: pg.Pool, schema: string, operation: string): Promise<void> {
   let current: number;

@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import { LeaseholdError, LeaseLostError, ValidationError } from '../errors.js';
-import { type CompleteRef, completeJobs } from '../storage/complete.js';
-import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/job-transaction.js';
-import { findLandedOutcomes } from '../storage/outcome-lookup.js';
+import { type CompleteRef, completeJobs } from '../storage/leases/complete.js';
+import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/leases/job-transaction.js';
+import { findLandedOutcomes } from '../storage/leases/outcome-lookup.js';
 import type { EffectStore } from './job-context.js';
 import {
   type JobTransactionOptions,
@@ -15,7 +15,7 @@ import {
 /** What the batch's transaction needs of each job of the batch (a `BatchTransactionItem` is one). */
 export interface BatchTransactionItem extends TransactionHost {
   readonly id: string;
-  /** Its claim saw it plain (storage/complete.ts). */
+  /** Its claim saw it plain (storage/leases/complete.ts). */
   readonly plain: boolean;
   /** The outcome `fail` or `retry` asked for, if either did. */
   readonly aloneOutcome: Promise<unknown> | null;

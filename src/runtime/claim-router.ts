@@ -1,3 +1,4 @@
+import type { Queryable } from '../storage/db.js';
 import {
   type ClaimedRow,
   type ClaimOutcome,
@@ -6,9 +7,8 @@ import {
   claimJobs,
   claimJobsAs,
   claimShapeOf,
-} from '../storage/claim.js';
-import type { Queryable } from '../storage/db.js';
-import { type QueueClaimSettingsRow, readClaimSettings } from '../storage/queues.js';
+} from '../storage/leases/claim.js';
+import { type QueueClaimSettingsRow, readClaimSettings } from '../storage/queues/queues.js';
 import { CLAIM_FLOOR_DEFAULTS, ClaimFloor, type ClaimFloorSettings } from './claim-floor.js';
 
 /** How long a queue's cached limit is trusted before it is read again. */
@@ -33,7 +33,7 @@ type CachedSettings = QueueClaimSettingsRow & { readAt: number };
 
 /**
  * Claims for each queue with the statement its settings call for: the shape `claimShapeOf` chooses
- * (storage/claim.ts) from a cached read of the queue's settings (the plain claim, or the claim
+ * (storage/leases/claim.ts) from a cached read of the queue's settings (the plain claim, or the claim
  * within a per-key limit, within a rate or concurrency limit, or in turns between fairness keys).
  * A stale cache cannot break a limit: each claim yields nothing for a queue not of its shape, and
  * a claim that may have met a change (`mayBeStale`) re-reads the settings at once and, when the

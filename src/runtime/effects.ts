@@ -1,7 +1,7 @@
 import { LeaseLostError, ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
-import { beginEffect, rearmEffect, recordEffectResult } from '../storage/effects.js';
+import { beginEffect, rearmEffect, recordEffectResult } from '../storage/flows/effects.js';
 import { serialisePayload } from '../validation.js';
 import { UncertainEffectError } from './job-errors.js';
 

@@ -1,6 +1,6 @@
-import type { ClaimedRow } from '../storage/claim.js';
-import type { FailRef, SnoozeRef } from '../storage/fail.js';
 import type { FenceRef } from '../storage/fence.js';
+import type { ClaimedRow } from '../storage/leases/claim.js';
+import type { FailRef, SnoozeRef } from '../storage/leases/fail.js';
 import { describeError, type ErrorDetails } from './error-details.js';
 import { classifyFailure } from './job-errors.js';
 import type { ResolvedQueue } from './options.js';

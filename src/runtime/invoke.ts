@@ -2,7 +2,7 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { MAX_ATTEMPTS_LIMIT } from '../config.js';
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
 import { JobCancelledError, JobDeadError, type JobErrorSummary, ValidationError } from '../errors.js';
-import type { InvokedJob } from '../storage/invoke.js';
+import type { InvokedJob } from '../storage/flows/invoke.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertQueueName, optionalInt, PRIORITY_LIMIT, serialisePayload } from '../validation.js';
 import { PermanentError, SnoozeError } from './job-errors.js';

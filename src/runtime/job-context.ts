@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { Lease } from '../lease.js';
 import type { Queryable } from '../storage/db.js';
-import { readParents } from '../storage/flow-read.js';
+import { readParents } from '../storage/flows/flow-read.js';
 import { type AbortReason, abortError } from './abort-error.js';
 import { type EffectHost, type EffectSpec, runEffect } from './effects.js';
 import { type InvokeOptions, invokeChild, type JobInvoke } from './invoke.js';
@@ -189,7 +189,7 @@ export class ActiveJob implements JobContext {
   abortReason: AbortReason | null = null;
   /**
    * Its claim saw no ordering key, key slot or flow children: the worker completes it with the
-   * plain completion (storage/complete.ts), which checks this again.
+   * plain completion (storage/leases/complete.ts), which checks this again.
    */
   plain = false;
   /** An outcome for this run was written or queued; later results are dropped. */

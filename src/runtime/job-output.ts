@@ -1,7 +1,7 @@
 import { DEFAULT_MAX_PROGRESS_BYTES, DEFAULT_MAX_RESULT_BYTES } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
-import type { CompleteRef } from '../storage/complete.js';
+import type { CompleteRef } from '../storage/leases/complete.js';
 import { MAX_PAYLOAD_BYTES_LIMIT, optionalInt, serialisePayload } from '../validation.js';
 import { PermanentError } from './job-errors.js';
 
@@ -83,7 +83,7 @@ export function progressText(detail: unknown, maxBytes: number): string | undefi
 /**
  * The completion of a run whose handler returned `value`: its lease, with the result when there is
  * one (see `resultText`, which throws for a value that cannot be kept; none for a run whose outcome
- * `job.transaction` already wrote), and whether its claim found it plain (storage/complete.ts).
+ * `job.transaction` already wrote), and whether its claim found it plain (storage/leases/complete.ts).
  */
 export function completionOf(
   job: { lease: Lease; reported: boolean; plain: boolean },

@@ -1,10 +1,10 @@
 import type pg from 'pg';
 import { LeaseholdError, LeaseLostError, ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
-import { completeJobs } from '../storage/complete.js';
 import { guardCheckedOut, type Queryable } from '../storage/db.js';
-import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/job-transaction.js';
-import { findLandedOutcomes } from '../storage/outcome-lookup.js';
+import { completeJobs } from '../storage/leases/complete.js';
+import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/leases/job-transaction.js';
+import { findLandedOutcomes } from '../storage/leases/outcome-lookup.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { resultText } from './job-output.js';
 

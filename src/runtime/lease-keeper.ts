@@ -1,7 +1,7 @@
-import { cancelledClaims } from '../storage/cancelled-claims.js';
 import type { Queryable } from '../storage/db.js';
 import { leaseKey } from '../storage/fence.js';
-import { extendLeases } from '../storage/heartbeat.js';
+import { cancelledClaims } from '../storage/leases/cancelled-claims.js';
+import { extendLeases } from '../storage/leases/heartbeat.js';
 import type { AbortReason, ActiveJob } from './job-context.js';
 import type { ResolvedQueue } from './options.js';
 

@@ -1,4 +1,4 @@
-import type { ClaimedRow } from '../storage/claim.js';
+import type { ClaimedRow } from '../storage/leases/claim.js';
 import type { Throttle } from './claim-router.js';
 import { ClaimSizer } from './claim-sizer.js';
 import type { ResolvedQueue } from './options.js';

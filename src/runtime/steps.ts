@@ -2,10 +2,10 @@ import { LeaseLostError, ValidationError } from '../errors.js';
 import type { Lease } from '../lease.js';
 import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../limits.js';
 import type { Queryable } from '../storage/db.js';
-import { wakeupChannel } from '../storage/enqueue.js';
-import { awaitSenders, beginWait, resolveWait } from '../storage/events.js';
-import { beginInvoke, readInvoked } from '../storage/invoke.js';
-import { listSteps, type RecordedStep, recordStep } from '../storage/steps.js';
+import { awaitSenders, beginWait, resolveWait } from '../storage/flows/events.js';
+import { beginInvoke, readInvoked } from '../storage/flows/invoke.js';
+import { listSteps, type RecordedStep, recordStep } from '../storage/flows/steps.js';
+import { wakeupChannel } from '../storage/jobs/enqueue.js';
 import { serialisePayload } from '../validation.js';
 import { type InvokeChild, invokeOutcome } from './invoke.js';
 import { PermanentError, SnoozeError, StepOrderError } from './job-errors.js';
@@ -102,7 +102,7 @@ export class StepRun {
 
   /**
    * `job.waitForEvent`: the recorded outcome, or the event's (found under the fence), else the job
-   * is handed back until the event wakes it or the timeout passes. See storage/events.ts.
+   * is handed back until the event wakes it or the timeout passes. See storage/flows/events.ts.
    */
   async waitForEvent(name: string, key: string, timeoutMs: number, retentionMs: number): Promise<unknown> {
     const { seq, key: stepKey } = this.#place(name, 'wait');
@@ -124,7 +124,7 @@ export class StepRun {
   /**
    * `job.invoke`: the child recorded at this step, or a new one enqueued with the step (fenced, in
    * one statement: a retried job finds it and enqueues none); then the child's result, its end as a
-   * typed error, or the job handed back until the child ends (see invokeOutcome, storage/invoke.ts).
+   * typed error, or the job handed back until the child ends (see invokeOutcome, storage/flows/invoke.ts).
    */
   async invoke(child: InvokeChild): Promise<unknown> {
     const { seq, key } = this.#place(child.name, 'invoke');

@@ -1,5 +1,5 @@
 import { traceClaim } from '../observability/tracing.js';
-import type { ClaimedRow } from '../storage/claim.js';
+import type { ClaimedRow } from '../storage/leases/claim.js';
 import { ClaimRouter, type Throttle } from './claim-router.js';
 import type { IdleRun } from './idle-run.js';
 import type { ResolvedQueue } from './options.js';

@@ -1,5 +1,5 @@
 import type { AnyTask, TaskPayload } from '../runtime/task.js';
-import { type PendingJob, readPendingJobs } from '../storage/pending.js';
+import { type PendingJob, readPendingJobs } from '../storage/jobs/pending.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertQueueName, optionalInt, optionsObject } from '../validation.js';
 import { TestExpectationError } from './errors.js';

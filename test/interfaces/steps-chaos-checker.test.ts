@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Lease, Leasehold } from '../../src/index.js';
-import { awaitSenders, beginWait, resolveWait } from '../../src/storage/events.js';
-import { recordStep } from '../../src/storage/steps.js';
+import { awaitSenders, beginWait, resolveWait } from '../../src/storage/flows/events.js';
+import { recordStep } from '../../src/storage/flows/steps.js';
 import { migratedClient, testPool } from '../support/db.js';
 
 // The steps rules of the chaos checker (chaos/steps-checker.mjs, the `--steps` workload) on planted

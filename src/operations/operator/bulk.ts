@@ -1,21 +1,21 @@
 import { ValidationError } from '../../errors.js';
+import type { Queryable } from '../../storage/db.js';
 import {
   type BulkActionRow,
   listBulkActions,
   recordBulkProgress,
   removeListed,
   startBulkAction,
-} from '../../storage/bulk.js';
-import { cancelListed } from '../../storage/cancel.js';
-import type { Queryable } from '../../storage/db.js';
-import { replayListed } from '../../storage/replay.js';
+} from '../../storage/operator/bulk.js';
+import { cancelListed } from '../../storage/operator/cancel.js';
+import { replayListed } from '../../storage/operator/replay.js';
 import {
   countJobs,
   matchingIds,
   type SearchCriteria,
   type SearchStatus,
   searchJobs,
-} from '../../storage/search.js';
+} from '../../storage/operator/search.js';
 import {
   assertJobId,
   assertText,

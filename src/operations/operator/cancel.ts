@@ -1,7 +1,7 @@
 import type { LeaseholdContext } from '../../context.js';
 import { JobNotFoundError, JobStateError } from '../../errors.js';
-import { cancelJob } from '../../storage/cancel.js';
 import type { Queryable } from '../../storage/db.js';
+import { cancelJob } from '../../storage/operator/cancel.js';
 import { assertJobId, assertReasonAndActor } from '../../validation.js';
 
 /** Options of `cancel`. */

@@ -1,6 +1,6 @@
 import type { LeaseholdContext } from '../../context.js';
 import { ValidationError } from '../../errors.js';
-import { type DeadCursor, listDeadJobs } from '../../storage/dead.js';
+import { type DeadCursor, listDeadJobs } from '../../storage/operator/dead.js';
 import {
   assertQueueName,
   MAX_BATCH,

@@ -4,7 +4,7 @@ import {
   listOperatorActions,
   setQueuePausedAudited,
   setSchedulePausedAudited,
-} from '../../storage/operator-actions.js';
+} from '../../storage/operator/operator-actions.js';
 import { assertQueueName, assertText, optionalInt } from '../../validation.js';
 import { assertKnownQueue } from '../queues/known-queues.js';
 

@@ -1,7 +1,7 @@
 import type { LeaseholdContext } from '../../context.js';
 import { JobNotFoundError, JobStateError, ValidationError } from '../../errors.js';
-import { listBlockedKeys } from '../../storage/ordering.js';
-import { skipJob } from '../../storage/skip.js';
+import { skipJob } from '../../storage/operator/skip.js';
+import { listBlockedKeys } from '../../storage/queues/ordering.js';
 import {
   assertJobId,
   assertQueueName,

@@ -6,7 +6,7 @@ import {
   type ReplayParams,
   replayBatch,
   replayJobs,
-} from '../../storage/replay.js';
+} from '../../storage/operator/replay.js';
 import {
   assertJobId,
   assertQueueName,

@@ -9,7 +9,7 @@ import {
   type SearchStatus,
   searchJobs,
   setPayloadSearchChars,
-} from '../../storage/search.js';
+} from '../../storage/operator/search.js';
 import {
   assertJobId,
   assertQueueName,

@@ -1,7 +1,7 @@
 import type { EnqueueResult } from '../../client-options.js';
 import type { LeaseholdContext } from '../../context.js';
 import type { CombinedEntry, SendCombined } from '../../enqueue-combiner.js';
-import { insertJob, insertJobs, insertKeyedJobs, type NewJob } from '../../storage/enqueue.js';
+import { insertJob, insertJobs, insertKeyedJobs, type NewJob } from '../../storage/jobs/enqueue.js';
 import { retryWhileAnswerLost } from './answer-lost.js';
 
 // The statements of combined autonomous enqueues (issue 39; the mechanism is src/enqueue-combiner.ts):

@@ -10,7 +10,7 @@ import {
   inWriteTransaction,
   type NewDedupedJob,
   type NewJob,
-} from '../../storage/enqueue.js';
+} from '../../storage/jobs/enqueue.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 import { assertInt, assertText } from '../../validation.js';
 

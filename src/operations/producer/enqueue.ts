@@ -12,7 +12,7 @@ import {
   insertKeyedJob,
   insertOrderedJobs,
   type NewJob,
-} from '../../storage/enqueue.js';
+} from '../../storage/jobs/enqueue.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 import {
   assertQueueName,

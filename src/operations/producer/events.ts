@@ -3,7 +3,7 @@ import { connectionFor, type LeaseholdContext } from '../../context.js';
 import { toDatabaseError, ValidationError } from '../../errors.js';
 import { EVENT_RETENTION_MS, eventKey, eventName, eventPayloadText } from '../../runtime/wait-event.js';
 import type { Queryable } from '../../storage/db.js';
-import { sendEventRows } from '../../storage/events.js';
+import { sendEventRows } from '../../storage/flows/events.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 
 /** What `sendEvent` sends: the key waits match on, and a JSON payload (at most 1 MiB). */

@@ -2,7 +2,7 @@ import type { LeaseholdContext } from '../../context.js';
 import { ValidationError } from '../../errors.js';
 import { assertPayloadMatches } from '../../runtime/payload-schema.js';
 import type { AnyTask } from '../../runtime/task.js';
-import type { NewFlowNode } from '../../storage/flows.js';
+import type { NewFlowNode } from '../../storage/flows/flows.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 import { assertQueueName, MAX_ENQUEUE_MANY_BYTES } from '../../validation.js';
 import { newJob } from './enqueue.js';

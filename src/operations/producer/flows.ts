@@ -1,7 +1,7 @@
 import { connectionFor, type LeaseholdContext } from '../../context.js';
 import type { Queryable } from '../../storage/db.js';
-import { listBlockedFlows, readFlowNodes } from '../../storage/flow-read.js';
-import { insertFlow } from '../../storage/flows.js';
+import { listBlockedFlows, readFlowNodes } from '../../storage/flows/flow-read.js';
+import { insertFlow } from '../../storage/flows/flows.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 import { assertJobId, optionalInt, optionsObject } from '../../validation.js';
 import { type FlowNode, type OnParentDead, validateFlow } from './flow-input.js';

@@ -14,7 +14,7 @@ import {
   type ScheduleRow,
   setSchedulePaused,
   upsertSchedule,
-} from '../../storage/schedules.js';
+} from '../../storage/schedules/schedules.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 import {
   assertInt,

@@ -8,7 +8,7 @@ import {
   ONE_LIMITED_CLAIM_CONSTRAINT,
   type QueueChanges,
   type QueueRow,
-} from '../../storage/queues.js';
+} from '../../storage/queues/queues.js';
 import {
   assertInt,
   assertQueueName,

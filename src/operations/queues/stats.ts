@@ -1,8 +1,7 @@
 import type pg from 'pg';
 import { DEFAULT_STATS_OPTIONS as STATS_DEFAULTS } from '../../defaults.js';
 import { ValidationError } from '../../errors.js';
-import { inReadSnapshot } from '../../storage/history.js';
-import { readRateLimitStats } from '../../storage/rate-limits.js';
+import { inReadSnapshot } from '../../storage/jobs/history.js';
 import {
   applyStatsPlannerSettings,
   readEventWindow,
@@ -10,7 +9,8 @@ import {
   readQueueStats,
   readRefusalCounts,
   type StatsBounds,
-} from '../../storage/stats.js';
+} from '../../storage/operator/stats.js';
+import { readRateLimitStats } from '../../storage/queues/rate-limits.js';
 import { optionalInt, rejectUnknownOptions } from '../../validation.js';
 import { type ThrottleStats, toThrottleStats } from './throttle-stats.js';
 import { isUnattended } from './unattended.js';
@@ -131,7 +131,7 @@ export function resolveStatsOptions(options: StatsOptions = {}): StatsBounds & {
 
 /**
  * Reads every gauge in one read-only transaction (repeatable read, so the parts agree). Every
- * statement is index-served and bounded: see storage/stats.ts and docs/observability.md.
+ * statement is index-served and bounded: see storage/operator/stats.ts and docs/observability.md.
  */
 export async function readStats(
   pool: pg.Pool,

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { OutstandingStatement, StatementWatch } from '../../connection/statement-watch.js';
 import { ValidationError } from '../../errors.js';
-import { readJobsTuples, readOldestTransaction } from '../../storage/health.js';
+import { readJobsTuples, readOldestTransaction } from '../../storage/operator/health.js';
 import { rejectUnknownOptions } from '../../validation.js';
 import { readStats } from '../queues/stats.js';
 

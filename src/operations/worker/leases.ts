@@ -5,11 +5,11 @@ import { DEFAULT_CLAIM_LIMIT, DEFAULT_LEASE_MS } from '../../defaults.js';
 import { ValidationError } from '../../errors.js';
 import { type Lease, leaseFromRow } from '../../lease.js';
 import { describeError } from '../../runtime/error-details.js';
-import { completeJobs } from '../../storage/complete.js';
 import type { Queryable } from '../../storage/db.js';
-import { type FailOutcome, failJobs, snoozeJobs } from '../../storage/fail.js';
 import { leaseKey } from '../../storage/fence.js';
-import { extendLeases } from '../../storage/heartbeat.js';
+import { completeJobs } from '../../storage/leases/complete.js';
+import { type FailOutcome, failJobs, snoozeJobs } from '../../storage/leases/fail.js';
+import { extendLeases } from '../../storage/leases/heartbeat.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';
 import {
   assertClaimId,
@@ -23,7 +23,7 @@ import {
   optionsObject,
 } from '../../validation.js';
 
-export type { FailOutcome } from '../../storage/fail.js';
+export type { FailOutcome } from '../../storage/leases/fail.js';
 
 const CLAIM_OPTIONS: readonly (keyof ClaimOptions)[] = ['queue', 'owner', 'limit', 'leaseMs'];
 const FAIL_OPTIONS: readonly (keyof FailOptions)[] = [
