@@ -124,7 +124,7 @@ export const MUTANTS = [
       '    WHERE e.job_id = $1 AND e.name = $6\n    RETURNING e.job_id\n  )\n  SELECT (SELECT count(*) FROM recorded)',
     tests: ['effects', 'effects-ledger', 'fence-parts'],
   },
-  // Durable steps (src/storage/flows/steps.ts, src/runtime/steps.ts).
+  // Durable steps (src/storage/flows/steps.ts, src/runtime/durable/steps.ts).
   {
     name: 'steps-record-without-fence',
     covers: 'durable steps',
@@ -137,7 +137,7 @@ export const MUTANTS = [
   {
     name: 'steps-recorded-step-runs-again',
     covers: 'durable steps',
-    file: 'src/runtime/steps.ts',
+    file: 'src/runtime/durable/steps.ts',
     find: '    if (recorded) return recorded.result as T;\n',
     replace: '',
     tests: ['durable-steps'],
@@ -145,7 +145,7 @@ export const MUTANTS = [
   {
     name: 'steps-read-on-every-call',
     covers: 'durable steps',
-    file: 'src/runtime/steps.ts',
+    file: 'src/runtime/durable/steps.ts',
     find: 'this.#recorded ??= listSteps(',
     replace: 'this.#recorded = listSteps(',
     tests: ['durable-steps'],
@@ -153,7 +153,7 @@ export const MUTANTS = [
   {
     name: 'steps-no-order-check',
     covers: 'durable steps',
-    file: 'src/runtime/steps.ts',
+    file: 'src/runtime/durable/steps.ts',
     find: 'if (found.name !== key || found.kind !== kind) {',
     replace: 'if (found.kind !== kind) {',
     tests: ['durable-steps'],
@@ -161,7 +161,7 @@ export const MUTANTS = [
   {
     name: 'steps-sleep-never-hands-back',
     covers: 'durable steps',
-    file: 'src/runtime/steps.ts',
+    file: 'src/runtime/durable/steps.ts',
     find: '    if (remainingMs > 0) throw new SnoozeError(Math.ceil(remainingMs));\n',
     replace: '',
     tests: ['durable-steps'],
@@ -413,11 +413,11 @@ export const MUTANTS = [
     replace: "export const CLAIMED_PLAIN = 'false AS plain';",
     tests: ['complete-shapes'],
   },
-  // job.transaction (src/runtime/job-transaction.ts): the completion inside the handler's transaction.
+  // job.transaction (src/runtime/run/job-transaction.ts): the completion inside the handler's transaction.
   {
     name: 'transaction-commits-refused-completion',
     covers: 'job.transaction',
-    file: 'src/runtime/job-transaction.ts',
+    file: 'src/runtime/run/job-transaction.ts',
     find: '      if (!accepted) {\n        refused = true;\n        throw REFUSED;\n      }',
     replace: '      if (!accepted) {\n        refused = true;\n      }',
     tests: ['job-transaction'],
@@ -426,7 +426,7 @@ export const MUTANTS = [
   {
     name: 'transaction-completes-outside',
     covers: 'job.transaction',
-    file: 'src/runtime/job-transaction.ts',
+    file: 'src/runtime/run/job-transaction.ts',
     find: 'accepted = (await completeJobs(db, store.schema, [ref])).has(host.lease.jobId);',
     replace: 'accepted = (await completeJobs(store.pool, store.schema, [ref])).has(host.lease.jobId);',
     tests: ['job-transaction'],
@@ -434,7 +434,7 @@ export const MUTANTS = [
   {
     name: 'transaction-lane-move-is-an-error',
     covers: 'job.transaction',
-    file: 'src/runtime/job-transaction.ts',
+    file: 'src/runtime/run/job-transaction.ts',
     find: '    if (presented && !accepted && isMovedRowConflict(err)) return { done: false, error: err };\n',
     replace: '',
     tests: ['job-transaction'],
@@ -517,11 +517,11 @@ export const MUTANTS = [
     replace: 'WHERE name = $1',
     tests: ['scheduler', 'schedules'],
   },
-  // Batch handlers (src/runtime/batch-runner.ts, src/runtime/batch-transaction.ts).
+  // Batch handlers (src/runtime/batch/batch-runner.ts, src/runtime/batch/batch-transaction.ts).
   {
     name: 'batch-transaction-partial-commit',
     covers: 'batch handler',
-    file: 'src/runtime/batch-transaction.ts',
+    file: 'src/runtime/batch/batch-transaction.ts',
     find: 'if (accepted === null || accepted.size < items.length) throw REFUSED;',
     replace: 'if (accepted === null) throw REFUSED;',
     tests: ['batch-handlers'],
@@ -530,16 +530,16 @@ export const MUTANTS = [
   {
     name: 'batch-results-dropped',
     covers: 'batch handler',
-    file: 'src/runtime/batch-runner.ts',
+    file: 'src/runtime/batch/batch-runner.ts',
     find: 'this.#completed(item, (value as readonly unknown[] | undefined)?.[i])',
     replace: 'this.#completed(item, undefined)',
     tests: ['batch-handlers'],
   },
-  // Why a handler was stopped (src/runtime/lease-keeper.ts).
+  // Why a handler was stopped (src/runtime/run/lease-keeper.ts).
   {
     name: 'abort-cancel-read-as-lease-lost',
     covers: 'abort reason',
-    file: 'src/runtime/lease-keeper.ts',
+    file: 'src/runtime/run/lease-keeper.ts',
     find: "cancelled.has(leaseKey(job.lease)) ? 'cancelled' : 'lease-lost'",
     replace: "'lease-lost'",
     tests: ['abort-reasons', 'cancel-pause'],

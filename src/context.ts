@@ -15,7 +15,7 @@ import { type CombineLimits, EnqueueCombiner } from './enqueue-combiner.js';
 import { ClientClosedError, inOperation, ValidationError } from './errors.js';
 import { JobWaiters } from './job-waiters.js';
 import { poolerDefaults } from './pooler-env.js';
-import { ClaimRouter } from './runtime/claim-router.js';
+import { ClaimRouter } from './runtime/claim/claim-router.js';
 import {
   type Queryable,
   quoteIdent,

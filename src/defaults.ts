@@ -89,7 +89,7 @@ export const DEFAULT_UNATTENDED_AFTER_MS = 60_000;
 /** Defaults for worker and queue options. */
 export const WORKER_DEFAULTS = {
   concurrency: 10,
-  /** null: adaptive read-ahead (runtime/claim-sizer.ts); a number is a fixed prefetch. */
+  /** null: adaptive read-ahead (runtime/claim/claim-sizer.ts); a number is a fixed prefetch. */
   prefetch: null as number | null,
   leaseMs: DEFAULT_LEASE_MS,
   maxRuntimeMs: 15 * 60_000,

@@ -107,24 +107,18 @@ export type {
   BatchHandler,
   BatchJobContext,
   BatchOptions,
-} from './runtime/batch-options.js';
-export { MAX_BATCH_SIZE, MAX_BATCH_WAIT_MS } from './runtime/batch-options.js';
-export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
-export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
-export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
-export type { InvokeOptions } from './runtime/invoke.js';
-export { INVOKE_ERROR_CODES, InvokedJobCancelledError, InvokedJobDeadError } from './runtime/invoke.js';
-export type { AbortReason, JobContext, JobInvoke, JobParent, JobTransaction } from './runtime/job-context.js';
+} from './runtime/batch/batch-options.js';
+export { MAX_BATCH_SIZE, MAX_BATCH_WAIT_MS } from './runtime/batch/batch-options.js';
+export type { EffectSpec, ReconcileAnswer } from './runtime/durable/effects.js';
+export { MAX_EFFECT_RESULT_BYTES } from './runtime/durable/effects.js';
+export type { InvokeOptions } from './runtime/durable/invoke.js';
 export {
-  PermanentError,
-  RetryableError,
-  SnoozeError,
-  StepOrderError,
-  UncertainEffectError,
-} from './runtime/job-errors.js';
-export { RESULT_ERROR_CODES } from './runtime/job-output.js';
-export type { JobTransactionOptions, TransactionAdapter } from './runtime/job-transaction.js';
-export type { LeaseLoss, LeaseLossReason } from './runtime/lease-loss.js';
+  INVOKE_ERROR_CODES,
+  InvokedJobCancelledError,
+  InvokedJobDeadError,
+} from './runtime/durable/invoke.js';
+export type { EventWaitResult, WaitForEventOptions } from './runtime/durable/wait-event.js';
+export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
 export type {
   BatchQueueOptions,
   JobHandler,
@@ -139,6 +133,23 @@ export type {
 export { WORKER_DEFAULTS } from './runtime/options.js';
 export type { OutcomeResult } from './runtime/outcome-batcher.js';
 export type {
+  AbortReason,
+  JobContext,
+  JobInvoke,
+  JobParent,
+  JobTransaction,
+} from './runtime/run/job-context.js';
+export {
+  PermanentError,
+  RetryableError,
+  SnoozeError,
+  StepOrderError,
+  UncertainEffectError,
+} from './runtime/run/job-errors.js';
+export { RESULT_ERROR_CODES } from './runtime/run/job-output.js';
+export type { JobTransactionOptions, TransactionAdapter } from './runtime/run/job-transaction.js';
+export type { LeaseLoss, LeaseLossReason } from './runtime/run/lease-loss.js';
+export type {
   AnyTask,
   BatchTaskOptions,
   SingleTaskOptions,
@@ -151,7 +162,6 @@ export type {
 } from './runtime/task.js';
 export { defineTask } from './runtime/task.js';
 export type { ClaimInfo, FlushInfo, OutcomeDetail } from './runtime/telemetry-events.js';
-export type { EventWaitResult, WaitForEventOptions } from './runtime/wait-event.js';
 export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
 export { Worker } from './runtime/worker.js';
 export type { WorkerJob } from './runtime/worker-events.js';

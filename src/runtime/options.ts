@@ -6,7 +6,6 @@ import { WORKER_DEFAULTS } from '../defaults.js';
 import { ValidationError } from '../errors.js';
 import { rejectUnknownOptions } from '../unknown-options.js';
 import { assertOwner, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
-import { type OutputLimits, resolveOutputLimits } from './job-output.js';
 import {
   type JobHandler,
   KNOWN_QUEUE_KEYS,
@@ -16,6 +15,7 @@ import {
   resolveQueue,
   type WorkerTask,
 } from './queue-options.js';
+import { type OutputLimits, resolveOutputLimits } from './run/job-output.js';
 import type { Logger } from './worker-logger.js';
 
 export type {

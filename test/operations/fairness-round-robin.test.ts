@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Leasehold, ValidationError } from '../../src/index.js';
 import { migrate } from '../../src/migrations/migrator.js';
-import { ClaimRouter } from '../../src/runtime/claim-router.js';
+import { ClaimRouter } from '../../src/runtime/claim/claim-router.js';
 import type { Queryable } from '../../src/storage/db.js';
 import {
   JobClaimMany,

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { ClaimRouter } from '../../src/runtime/claim-router.js';
+import { ClaimRouter } from '../../src/runtime/claim/claim-router.js';
 import type { Queryable, Statement } from '../../src/storage/db.js';
 import {
   type ClaimShape,

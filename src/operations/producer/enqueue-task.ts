@@ -1,7 +1,7 @@
 import type { EnqueueItem, EnqueueOptions, EnqueueResult } from '../../client-options.js';
 import type { LeaseholdContext } from '../../context.js';
 import { ValidationError } from '../../errors.js';
-import { assertPayloadMatches } from '../../runtime/payload-schema.js';
+import { assertPayloadMatches } from '../../runtime/run/payload-schema.js';
 import type { AnyTask } from '../../runtime/task.js';
 import type { Queryable } from '../../storage/db.js';
 import { MAX_ENQUEUE_MANY } from '../../validation.js';

@@ -1,7 +1,12 @@
 import type pg from 'pg';
 import { connectionFor, type LeaseholdContext } from '../../context.js';
 import { toDatabaseError, ValidationError } from '../../errors.js';
-import { EVENT_RETENTION_MS, eventKey, eventName, eventPayloadText } from '../../runtime/wait-event.js';
+import {
+  EVENT_RETENTION_MS,
+  eventKey,
+  eventName,
+  eventPayloadText,
+} from '../../runtime/durable/wait-event.js';
 import type { Queryable } from '../../storage/db.js';
 import { sendEventRows } from '../../storage/flows/events.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';

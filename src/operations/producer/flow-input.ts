@@ -1,6 +1,6 @@
 import type { LeaseholdContext } from '../../context.js';
 import { ValidationError } from '../../errors.js';
-import { assertPayloadMatches } from '../../runtime/payload-schema.js';
+import { assertPayloadMatches } from '../../runtime/run/payload-schema.js';
 import type { AnyTask } from '../../runtime/task.js';
 import type { NewFlowNode } from '../../storage/flows/flows.js';
 import { rejectUnknownOptions } from '../../unknown-options.js';

@@ -4,7 +4,7 @@ import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_SCHEDULE_LATE_AFTER_MS 
 import { ValidationError } from '../../errors.js';
 import { fireDueSchedules, type SchedulerResult, ticksAfter } from '../../maintenance/scheduler.js';
 import { loadTimetables, MAX_CATCH_UP } from '../../maintenance/timetables.js';
-import { assertPayloadMatches } from '../../runtime/payload-schema.js';
+import { assertPayloadMatches } from '../../runtime/run/payload-schema.js';
 import type { AnyTask } from '../../runtime/task.js';
 import {
   deleteSchedule,

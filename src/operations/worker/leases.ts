@@ -4,7 +4,7 @@ import { connectionFor, type LeaseholdContext } from '../../context.js';
 import { DEFAULT_CLAIM_LIMIT, DEFAULT_LEASE_MS } from '../../defaults.js';
 import { ValidationError } from '../../errors.js';
 import { type Lease, leaseFromRow } from '../../lease.js';
-import { describeError } from '../../runtime/error-details.js';
+import { describeError } from '../../runtime/run/error-details.js';
 import type { Queryable } from '../../storage/db.js';
 import { leaseKey } from '../../storage/fence.js';
 import { completeJobs } from '../../storage/leases/complete.js';

@@ -4,7 +4,7 @@ import { wakeupChannel } from '../jobs/enqueue.js';
 import { JobSnoozeWaitingMany } from '../leases/fail.js';
 import { refusalCountingCte } from '../refusals.js';
 
-// Durable events (migration 025; runtime/wait-event.ts). A sender and a waiter meet on a
+// Durable events (migration 025; runtime/durable/wait-event.ts). A sender and a waiter meet on a
 // transaction-level advisory lock per (schema, name, key): the sender holds it shared from before
 // its write until its transaction ends; the waiter takes it exclusively, between recording its
 // wait and looking for the event, and so waits for every sender in flight. A sender that came

@@ -2,7 +2,7 @@ import { defineStatement, type Queryable, run } from '../db.js';
 import { type FenceRef, LEASE_FENCE } from '../fence.js';
 import { refusalCountingCte } from '../refusals.js';
 
-// `job.invoke` (migration 026; runtime/invoke.ts). The invoking job and its child are joined by a
+// `job.invoke` (migration 026; runtime/durable/invoke.ts). The invoking job and its child are joined by a
 // flow edge read the other way round: the child is the edge's parent (`parent_id`, the job whose
 // end is awaited, carrying has_children so that its claim picks the full completion), the invoking
 // job its child (`child_id`, waiting_parents raised by one). Flows' release then wakes the invoking

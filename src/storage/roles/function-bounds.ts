@@ -54,7 +54,7 @@ export type ArgumentBound =
 const QUEUE = 128; // assertQueueName
 const OWNER = 200; // assertOwner
 const DAY_MS = MAX_LEASE_MS;
-/** Delays of fail and snooze: at most 30 days (operations/leases.ts, runtime/failure-outcome.ts). */
+/** Delays of fail and snooze: at most 30 days (operations/leases.ts, runtime/run/failure-outcome.ts). */
 const MAX_DELAY_MS = 30 * DAY_MS;
 /** Enqueue delays: at most ten years (scheduleFromOptions). */
 const MAX_ENQUEUE_DELAY_MS = 10 * 365 * DAY_MS;
@@ -63,10 +63,10 @@ const MAX_ENQUEUE_DELAY_MS = 10 * 365 * DAY_MS;
  * there (concurrency and prefetch of at most 1,000 each); lh.complete and friends take MAX_BATCH.
  */
 const FENCED_BATCH = 10 * MAX_BATCH;
-const EFFECT_NAME = 100; // runtime/effects.ts
+const EFFECT_NAME = 100; // runtime/durable/effects.ts
 const EFFECT_KEY = 1000;
 const ERROR_CODE = 64; // sanitiseErrorCode
-const ERROR_CLASS = 100; // runtime/error-details.ts
+const ERROR_CLASS = 100; // runtime/run/error-details.ts
 // W3C trace context: version, trace id, parent id, flags.
 const TRACEPARENT = '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$';
 const ANY_COUNT = Number.MAX_SAFE_INTEGER;

@@ -1,8 +1,8 @@
-import type { ClaimedRow } from '../storage/leases/claim.js';
+import type { ClaimedRow } from '../../storage/leases/claim.js';
+import type { ResolvedQueue } from '../options.js';
+import type { OutcomeResult } from '../outcome-batcher.js';
 import type { Throttle } from './claim-router.js';
 import { ClaimSizer } from './claim-sizer.js';
-import type { ResolvedQueue } from './options.js';
-import type { OutcomeResult } from './outcome-batcher.js';
 import type { SlotPool } from './slot-pool.js';
 
 /** What a queue runner needs from the worker that owns it. */

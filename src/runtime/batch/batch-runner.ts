@@ -1,12 +1,12 @@
+import type { ResolvedQueue } from '../options.js';
+import type { OutcomeResult } from '../outcome-batcher.js';
+import { PermanentError } from '../run/job-errors.js';
+import { completionOf } from '../run/job-output.js';
+import { failOutcome, type RunHost, reportOutcome } from '../run/job-run.js';
+import { applyTaskSchema } from '../run/payload-schema.js';
+import type { OutcomeDetail } from '../telemetry-events.js';
 import type { BatchItem } from './batch-job.js';
 import type { BatchHandler, ResolvedBatch } from './batch-options.js';
-import { PermanentError } from './job-errors.js';
-import { completionOf } from './job-output.js';
-import { failOutcome, type RunHost, reportOutcome } from './job-run.js';
-import type { ResolvedQueue } from './options.js';
-import type { OutcomeResult } from './outcome-batcher.js';
-import { applyTaskSchema } from './payload-schema.js';
-import type { OutcomeDetail } from './telemetry-events.js';
 
 /** Error code of a batch whose handler resolved to something other than nothing or one result per job. */
 export const BATCH_RESULT_CODE = 'BATCH_RESULT';

@@ -1,10 +1,18 @@
 import type pg from 'pg';
-import type { Lease } from '../lease.js';
-import type { Queryable } from '../storage/db.js';
-import { readParents } from '../storage/flows/flow-read.js';
+import type { Lease } from '../../lease.js';
+import type { Queryable } from '../../storage/db.js';
+import { readParents } from '../../storage/flows/flow-read.js';
+import { type EffectHost, type EffectSpec, runEffect } from '../durable/effects.js';
+import { type InvokeOptions, invokeChild, type JobInvoke } from '../durable/invoke.js';
+import { type StepHost, StepRun, sleepMs, sleepUntilDate } from '../durable/steps.js';
+import {
+  EVENT_RETENTION_MS,
+  type EventWaitResult,
+  eventName,
+  type WaitForEventOptions,
+  waitOptions,
+} from '../durable/wait-event.js';
 import { type AbortReason, abortError } from './abort-error.js';
-import { type EffectHost, type EffectSpec, runEffect } from './effects.js';
-import { type InvokeOptions, invokeChild, type JobInvoke } from './invoke.js';
 import { SnoozeError } from './job-errors.js';
 import { type OutputLimits, progressText } from './job-output.js';
 import {
@@ -14,14 +22,6 @@ import {
   type TransactionAdapter,
   transactionAdapter,
 } from './job-transaction.js';
-import { type StepHost, StepRun, sleepMs, sleepUntilDate } from './steps.js';
-import {
-  EVENT_RETENTION_MS,
-  type EventWaitResult,
-  eventName,
-  type WaitForEventOptions,
-  waitOptions,
-} from './wait-event.js';
 
 /**
  * `job.transaction`: runs `fn` in one transaction committed together with this job's fenced
@@ -46,8 +46,8 @@ export interface JobParent {
   result: unknown;
 }
 
+export type { JobInvoke } from '../durable/invoke.js';
 export type { AbortReason } from './abort-error.js';
-export type { JobInvoke } from './invoke.js';
 
 /** What a handler sees of the job it runs; `Payload` is a task's payload type (see `defineTask`). */
 export interface JobContext<Payload = unknown> {

@@ -1,11 +1,11 @@
-import { traceClaim } from '../observability/tracing.js';
-import type { ClaimedRow } from '../storage/leases/claim.js';
+import { traceClaim } from '../../observability/tracing.js';
+import type { ClaimedRow } from '../../storage/leases/claim.js';
+import type { IdleRun } from '../idle-run.js';
+import type { ResolvedQueue } from '../options.js';
+import type { WorkerContext } from '../worker-context.js';
+import type { WorkerEventSource } from '../worker-events.js';
 import { ClaimRouter, type Throttle } from './claim-router.js';
-import type { IdleRun } from './idle-run.js';
-import type { ResolvedQueue } from './options.js';
 import type { ClaimSizing } from './queue-runner.js';
-import type { WorkerContext } from './worker-context.js';
-import type { WorkerEventSource } from './worker-events.js';
 
 /**
  * How a worker claims for its queues: one `ClaimRouter` statement per batch, traced when tracing

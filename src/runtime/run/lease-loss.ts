@@ -1,6 +1,6 @@
-import type { Queryable } from '../storage/db.js';
-import { leaseKey } from '../storage/fence.js';
-import { cancelledClaims } from '../storage/leases/cancelled-claims.js';
+import type { Queryable } from '../../storage/db.js';
+import { leaseKey } from '../../storage/fence.js';
+import { cancelledClaims } from '../../storage/leases/cancelled-claims.js';
 import type { ActiveJob } from './job-context.js';
 
 /**

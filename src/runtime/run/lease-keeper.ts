@@ -1,9 +1,9 @@
-import type { Queryable } from '../storage/db.js';
-import { leaseKey } from '../storage/fence.js';
-import { cancelledClaims } from '../storage/leases/cancelled-claims.js';
-import { extendLeases } from '../storage/leases/heartbeat.js';
+import type { Queryable } from '../../storage/db.js';
+import { leaseKey } from '../../storage/fence.js';
+import { cancelledClaims } from '../../storage/leases/cancelled-claims.js';
+import { extendLeases } from '../../storage/leases/heartbeat.js';
+import type { ResolvedQueue } from '../options.js';
 import type { AbortReason, ActiveJob } from './job-context.js';
-import type { ResolvedQueue } from './options.js';
 
 /** A job with a progress detail to store is renewed at most this often on its account. */
 const PROGRESS_SPACING_MS = 1000;

@@ -1,12 +1,12 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { MAX_ATTEMPTS_LIMIT } from '../config.js';
-import { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES } from '../defaults.js';
-import { JobCancelledError, JobDeadError, type JobErrorSummary, ValidationError } from '../errors.js';
-import type { InvokedJob } from '../storage/flows/invoke.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertQueueName, optionalInt, PRIORITY_LIMIT, serialisePayload } from '../validation.js';
-import { PermanentError, SnoozeError } from './job-errors.js';
-import { assertPayloadMatches } from './payload-schema.js';
+import { MAX_ATTEMPTS_LIMIT } from '../../config.js';
+import { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES } from '../../defaults.js';
+import { JobCancelledError, JobDeadError, type JobErrorSummary, ValidationError } from '../../errors.js';
+import type { InvokedJob } from '../../storage/flows/invoke.js';
+import { rejectUnknownOptions } from '../../unknown-options.js';
+import { assertQueueName, optionalInt, PRIORITY_LIMIT, serialisePayload } from '../../validation.js';
+import { PermanentError, SnoozeError } from '../run/job-errors.js';
+import { assertPayloadMatches } from '../run/payload-schema.js';
 
 /** A task as `job.invoke` takes it (what `defineTask` returns; task.ts is not imported: it imports the job context). */
 export interface InvokableTask {

@@ -1,4 +1,4 @@
-import type { Queryable } from '../storage/db.js';
+import type { Queryable } from '../../storage/db.js';
 import {
   type ClaimedRow,
   type ClaimOutcome,
@@ -7,8 +7,8 @@ import {
   claimJobs,
   claimJobsAs,
   claimShapeOf,
-} from '../storage/leases/claim.js';
-import { type QueueClaimSettingsRow, readClaimSettings } from '../storage/queues/queues.js';
+} from '../../storage/leases/claim.js';
+import { type QueueClaimSettingsRow, readClaimSettings } from '../../storage/queues/queues.js';
 import { CLAIM_FLOOR_DEFAULTS, ClaimFloor, type ClaimFloorSettings } from './claim-floor.js';
 
 /** How long a queue's cached limit is trusted before it is read again. */

@@ -1,10 +1,10 @@
-import type { FenceRef } from '../storage/fence.js';
-import type { ClaimedRow } from '../storage/leases/claim.js';
-import type { FailRef, SnoozeRef } from '../storage/leases/fail.js';
+import type { FenceRef } from '../../storage/fence.js';
+import type { ClaimedRow } from '../../storage/leases/claim.js';
+import type { FailRef, SnoozeRef } from '../../storage/leases/fail.js';
+import type { ResolvedQueue } from '../options.js';
+import type { OutcomeBatcher, OutcomeResult } from '../outcome-batcher.js';
 import { describeError, type ErrorDetails } from './error-details.js';
 import { classifyFailure } from './job-errors.js';
-import type { ResolvedQueue } from './options.js';
-import type { OutcomeBatcher, OutcomeResult } from './outcome-batcher.js';
 
 /** Longest snooze or explicit retry delay a handler may ask for: 30 days. */
 const MAX_DELAY_MS = 30 * 86_400_000;

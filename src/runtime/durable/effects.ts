@@ -1,9 +1,9 @@
-import { LeaseLostError, ValidationError } from '../errors.js';
-import type { Lease } from '../lease.js';
-import type { Queryable } from '../storage/db.js';
-import { beginEffect, rearmEffect, recordEffectResult } from '../storage/flows/effects.js';
-import { serialisePayload } from '../validation.js';
-import { UncertainEffectError } from './job-errors.js';
+import { LeaseLostError, ValidationError } from '../../errors.js';
+import type { Lease } from '../../lease.js';
+import type { Queryable } from '../../storage/db.js';
+import { beginEffect, rearmEffect, recordEffectResult } from '../../storage/flows/effects.js';
+import { serialisePayload } from '../../validation.js';
+import { UncertainEffectError } from '../run/job-errors.js';
 
 /** Largest effect result accepted, as JSON bytes: the ledger keeps receipts, not documents. */
 export const MAX_EFFECT_RESULT_BYTES = 64 * 1024;

@@ -1,5 +1,5 @@
-import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../limits.js';
-import { bounded, sanitiseErrorCode } from '../validation.js';
+import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../../limits.js';
+import { bounded, sanitiseErrorCode } from '../../validation.js';
 
 /** The stored error's bounds (their home is limits.ts, which storage's functions share). */
 export { MAX_ERROR_MESSAGE, MAX_ERROR_STACK };

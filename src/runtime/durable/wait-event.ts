@@ -1,6 +1,6 @@
-import { ValidationError } from '../errors.js';
-import { MAX_EVENT_KEY } from '../limits.js';
-import { serialisePayload } from '../validation.js';
+import { ValidationError } from '../../errors.js';
+import { MAX_EVENT_KEY } from '../../limits.js';
+import { serialisePayload } from '../../validation.js';
 import { MAX_SLEEP_MS } from './steps.js';
 
 /** Longest event key, in characters (its home is limits.ts, which storage's functions share). */

@@ -1,16 +1,16 @@
 import type pg from 'pg';
-import { LeaseholdError, LeaseLostError, ValidationError } from '../errors.js';
-import { type CompleteRef, completeJobs } from '../storage/leases/complete.js';
-import { recordRefusedCompletion, setTransactionTimeouts } from '../storage/leases/job-transaction.js';
-import { findLandedOutcomes } from '../storage/leases/outcome-lookup.js';
-import type { EffectStore } from './job-context.js';
+import { LeaseholdError, LeaseLostError, ValidationError } from '../../errors.js';
+import { type CompleteRef, completeJobs } from '../../storage/leases/complete.js';
+import { recordRefusedCompletion, setTransactionTimeouts } from '../../storage/leases/job-transaction.js';
+import { findLandedOutcomes } from '../../storage/leases/outcome-lookup.js';
+import type { EffectStore } from '../run/job-context.js';
 import {
   type JobTransactionOptions,
   poolTransactions,
   type TransactionAdapter,
   type TransactionHost,
   transactionAdapter,
-} from './job-transaction.js';
+} from '../run/job-transaction.js';
 
 /** What the batch's transaction needs of each job of the batch (a `BatchTransactionItem` is one). */
 export interface BatchTransactionItem extends TransactionHost {
@@ -21,7 +21,7 @@ export interface BatchTransactionItem extends TransactionHost {
   readonly aloneOutcome: Promise<unknown> | null;
 }
 
-import { resultText } from './job-output.js';
+import { resultText } from '../run/job-output.js';
 
 // Thrown inside the library's transaction to make it roll back when a completion was refused.
 const REFUSED = Symbol('leasehold.batch-refused');

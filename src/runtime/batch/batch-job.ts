@@ -1,10 +1,10 @@
-import { LeaseholdError, ValidationError } from '../errors.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
+import { LeaseholdError, ValidationError } from '../../errors.js';
+import { rejectUnknownOptions } from '../../unknown-options.js';
+import type { EventWaitResult } from '../durable/wait-event.js';
+import { ActiveJob, type EffectStore, type JobInvoke, type JobTransaction } from '../run/job-context.js';
+import { RetryableError } from '../run/job-errors.js';
+import type { OutcomeResult } from '../worker-events.js';
 import type { BatchJobContext } from './batch-options.js';
-import { ActiveJob, type EffectStore, type JobInvoke, type JobTransaction } from './job-context.js';
-import { RetryableError } from './job-errors.js';
-import type { EventWaitResult } from './wait-event.js';
-import type { OutcomeResult } from './worker-events.js';
 
 /** Records one item's failure alone: `error` is what is stored, `classifyAs` what decides retry or dead. */
 export type SettleAlone = (error: unknown, classifyAs: unknown) => Promise<OutcomeResult>;

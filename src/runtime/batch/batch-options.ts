@@ -1,8 +1,8 @@
-import { ValidationError } from '../errors.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertInt, optionalInt } from '../validation.js';
-import type { JobContext } from './job-context.js';
-import type { OutcomeResult } from './worker-events.js';
+import { ValidationError } from '../../errors.js';
+import { rejectUnknownOptions } from '../../unknown-options.js';
+import { assertInt, optionalInt } from '../../validation.js';
+import type { JobContext } from '../run/job-context.js';
+import type { OutcomeResult } from '../worker-events.js';
 
 /** Most jobs one batch handler call may get (`batch.size`). */
 export const MAX_BATCH_SIZE = 1000;

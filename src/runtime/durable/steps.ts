@@ -1,14 +1,14 @@
-import { LeaseLostError, ValidationError } from '../errors.js';
-import type { Lease } from '../lease.js';
-import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../limits.js';
-import type { Queryable } from '../storage/db.js';
-import { awaitSenders, beginWait, resolveWait } from '../storage/flows/events.js';
-import { beginInvoke, readInvoked } from '../storage/flows/invoke.js';
-import { listSteps, type RecordedStep, recordStep } from '../storage/flows/steps.js';
-import { wakeupChannel } from '../storage/jobs/enqueue.js';
-import { serialisePayload } from '../validation.js';
+import { LeaseLostError, ValidationError } from '../../errors.js';
+import type { Lease } from '../../lease.js';
+import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../../limits.js';
+import type { Queryable } from '../../storage/db.js';
+import { awaitSenders, beginWait, resolveWait } from '../../storage/flows/events.js';
+import { beginInvoke, readInvoked } from '../../storage/flows/invoke.js';
+import { listSteps, type RecordedStep, recordStep } from '../../storage/flows/steps.js';
+import { wakeupChannel } from '../../storage/jobs/enqueue.js';
+import { serialisePayload } from '../../validation.js';
+import { PermanentError, SnoozeError, StepOrderError } from '../run/job-errors.js';
 import { type InvokeChild, invokeOutcome } from './invoke.js';
-import { PermanentError, SnoozeError, StepOrderError } from './job-errors.js';
 
 /** The steps' bounds (their home is limits.ts, which storage's functions share). */
 export { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS };

@@ -1,12 +1,12 @@
-import { traceHandler } from '../observability/tracing.js';
+import { traceHandler } from '../../observability/tracing.js';
+import type { ResolvedQueue } from '../options.js';
+import type { OutcomeBatcher, OutcomeResult } from '../outcome-batcher.js';
+import type { OutcomeDetail } from '../telemetry-events.js';
 import { describeError } from './error-details.js';
 import { failureWrite, sendFailure } from './failure-outcome.js';
 import type { ActiveJob, EffectStore } from './job-context.js';
 import { completionOf } from './job-output.js';
-import type { ResolvedQueue } from './options.js';
-import type { OutcomeBatcher, OutcomeResult } from './outcome-batcher.js';
 import { applyTaskSchema } from './payload-schema.js';
-import type { OutcomeDetail } from './telemetry-events.js';
 
 /** What running a job's handler needs from its worker: the outcome writes, and the counting. */
 export interface RunHost {
