@@ -1,5 +1,8 @@
 export type { TaskItem } from './client.js';
 export { Leasehold } from './client.js';
+export { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS } from './connection/leasehold-pool.js';
+export type { HostAddress, TargetSessionAttrs } from './connection/settings.js';
+export type { OutstandingStatement } from './connection/statement-watch.js';
 export type {
   ClaimOptions,
   DedupeOptions,
@@ -10,47 +13,15 @@ export type {
   FailOptions,
   LeaseholdOptions,
   PruneOptions,
-} from './client-options.js';
-export type { BackoffOptions } from './config.js';
-export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './config.js';
-export { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS } from './connection/leasehold-pool.js';
-export type { HostAddress, TargetSessionAttrs } from './connection/settings.js';
-export type { OutstandingStatement } from './connection/statement-watch.js';
+} from './context/client-options.js';
+export type { CombinedEnqueueCounts } from './context/enqueue-combiner.js';
 export type {
   DashboardHandlerOptions,
   DashboardRequestHandler,
   DashboardRole,
 } from './dashboard/handler-options.js';
 export type { Dashboard, DashboardOptions } from './dashboard/server.js';
-export { DEFAULT_STATS_OPTIONS } from './defaults.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
-export type { CombinedEnqueueCounts } from './enqueue-combiner.js';
-export type {
-  DatabaseErrorDetails,
-  JobErrorSummary,
-  LeaseholdErrorByCode,
-  LeaseholdErrorCode,
-} from './errors.js';
-export {
-  ClientClosedError,
-  DatabaseError,
-  EmbeddedPostgresError,
-  isLeaseholdError,
-  JobCancelledError,
-  JobDeadError,
-  JobNotFoundError,
-  JobStateError,
-  LeaseholdError,
-  LeaseLostError,
-  PermissionError,
-  QueueNotFoundError,
-  SchemaVersionError,
-  ValidationError,
-  WaitAbortedError,
-  WaitTimeoutError,
-} from './errors.js';
-export type { JobEvent, JobEventKind, JobWithHistory } from './job-history.js';
-export type { Lease } from './lease.js';
 export type { AgingResult } from './maintenance/aging.js';
 export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from './maintenance/aging.js';
 export type { LaneRotationResult } from './maintenance/lane-rotation.js';
@@ -103,6 +74,8 @@ export type {
 export type { ThrottleStats } from './operations/queues/throttle-stats.js';
 export type { HealthFailure, HealthReport, HealthRules } from './operations/schema/health.js';
 export type { RunUntilIdleOptions } from './operations/worker/run-until-idle.js';
+export type { JobEvent, JobEventKind, JobWithHistory } from './records/job-history.js';
+export type { Lease } from './records/lease.js';
 export type {
   BatchHandler,
   BatchJobContext,
@@ -167,6 +140,33 @@ export { Worker } from './runtime/worker.js';
 export type { WorkerJob } from './runtime/worker-events.js';
 export type { Logger, LogMethod } from './runtime/worker-logger.js';
 export { logWorkerEvents } from './runtime/worker-logger.js';
+export type { BackoffOptions } from './shared/config.js';
+export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './shared/config.js';
+export { DEFAULT_STATS_OPTIONS } from './shared/defaults.js';
+export type {
+  DatabaseErrorDetails,
+  JobErrorSummary,
+  LeaseholdErrorByCode,
+  LeaseholdErrorCode,
+} from './shared/errors.js';
+export {
+  ClientClosedError,
+  DatabaseError,
+  EmbeddedPostgresError,
+  isLeaseholdError,
+  JobCancelledError,
+  JobDeadError,
+  JobNotFoundError,
+  JobStateError,
+  LeaseholdError,
+  LeaseLostError,
+  PermissionError,
+  QueueNotFoundError,
+  SchemaVersionError,
+  ValidationError,
+  WaitAbortedError,
+  WaitTimeoutError,
+} from './shared/errors.js';
 export type { Queryable } from './storage/db.js';
 export type { Job, JobStatus, RefusalCount } from './storage/jobs/read.js';
 export type { FailOutcome } from './storage/leases/fail.js';

@@ -1,7 +1,7 @@
-import { ValidationError } from '../errors.js';
 import type { BulkActionKind } from '../operations/operator/bulk.js';
 import { type JobSearch, SEARCH_FILTERS } from '../operations/operator/search.js';
 import type { AnyTask } from '../runtime/task.js';
+import { ValidationError } from '../shared/errors.js';
 import type { DashboardApi } from './api.js';
 import { filterControls } from './filters.js';
 import { cutText } from './security.js';

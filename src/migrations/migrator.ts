@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type pg from 'pg';
-import { SchemaVersionError, toDatabaseError } from '../errors.js';
-import { packageFilePath, packageFileUrl } from '../package-files.js';
+import { SchemaVersionError, toDatabaseError } from '../shared/errors.js';
+import { packageFilePath, packageFileUrl } from '../shared/package-files.js';
 import { guardCheckedOut, quoteIdent } from '../storage/db.js';
 import { installFunctions, missingFunctions } from './functions.js';
 

@@ -1,9 +1,9 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { assertLeaseMs, type BackoffOptions, MAX_ATTEMPTS_LIMIT, resolveBackoff } from '../config.js';
-import { WORKER_DEFAULTS } from '../defaults.js';
-import { ValidationError } from '../errors.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertQueueName, optionalInt } from '../validation.js';
+import { assertLeaseMs, type BackoffOptions, MAX_ATTEMPTS_LIMIT, resolveBackoff } from '../shared/config.js';
+import { WORKER_DEFAULTS } from '../shared/defaults.js';
+import { ValidationError } from '../shared/errors.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
+import { assertQueueName, optionalInt } from '../shared/validation.js';
 import {
   type BatchHandler,
   type BatchJobContext,

@@ -1,7 +1,7 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { ValidationError } from '../errors.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertQueueName } from '../validation.js';
+import { ValidationError } from '../shared/errors.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
+import { assertQueueName } from '../shared/validation.js';
 import { type BatchHandler, type BatchOptions, resolveBatch } from './batch/batch-options.js';
 import { KNOWN_QUEUE_KEYS, type QueueOptions, type WorkerQueueSettings, type WorkerTask } from './options.js';
 import type { JobContext } from './run/job-context.js';

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { plainListenConnection } from '../connection/leasehold-pool.js';
-import { LeaseholdError } from '../errors.js';
-import { leaseFromRow } from '../lease.js';
 import { loadOtel } from '../observability/tracing.js';
+import { leaseFromRow } from '../records/lease.js';
+import { LeaseholdError } from '../shared/errors.js';
 import { wakeupChannel } from '../storage/jobs/enqueue.js';
 import type { ClaimedRow } from '../storage/leases/claim.js';
 import { BatchItem } from './batch/batch-job.js';

@@ -1,4 +1,12 @@
-import { ValidationError } from '../../errors.js';
+import { ValidationError } from '../../shared/errors.js';
+import {
+  assertJobId,
+  assertText,
+  MAX_BATCH,
+  optionalInt,
+  optionalText,
+  rejectUnknownOptions,
+} from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import {
   type BulkActionRow,
@@ -16,14 +24,6 @@ import {
   type SearchStatus,
   searchJobs,
 } from '../../storage/operator/search.js';
-import {
-  assertJobId,
-  assertText,
-  MAX_BATCH,
-  optionalInt,
-  optionalText,
-  rejectUnknownOptions,
-} from '../../validation.js';
 import { type JobSearch, searchCriteria } from './search.js';
 
 /** What a bulk action does to every job its filter matches. */

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { type JobWithHistory, synthesiseHistory } from '../../job-history.js';
+import { type JobWithHistory, synthesiseHistory } from '../../records/job-history.js';
 import { inReadSnapshot, readJobEvents, readLeaseExtensions } from '../../storage/jobs/history.js';
 import { readJob } from '../../storage/jobs/read.js';
 

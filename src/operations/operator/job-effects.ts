@@ -1,6 +1,6 @@
-import type { LeaseholdContext } from '../../context.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { assertJobId } from '../../shared/validation.js';
 import { type EffectRow, listJobEffects } from '../../storage/flows/effects-read.js';
-import { assertJobId } from '../../validation.js';
 
 export type { EffectRow } from '../../storage/flows/effects-read.js';
 

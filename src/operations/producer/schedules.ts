@@ -1,11 +1,25 @@
-import { MAX_ATTEMPTS_LIMIT } from '../../config.js';
-import type { LeaseholdContext } from '../../context.js';
-import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_SCHEDULE_LATE_AFTER_MS } from '../../defaults.js';
-import { ValidationError } from '../../errors.js';
+import type { LeaseholdContext } from '../../context/context.js';
 import { fireDueSchedules, type SchedulerResult, ticksAfter } from '../../maintenance/scheduler.js';
 import { loadTimetables, MAX_CATCH_UP } from '../../maintenance/timetables.js';
 import { assertPayloadMatches } from '../../runtime/run/payload-schema.js';
 import type { AnyTask } from '../../runtime/task.js';
+import { MAX_ATTEMPTS_LIMIT } from '../../shared/config.js';
+import {
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_PRIORITY,
+  DEFAULT_SCHEDULE_LATE_AFTER_MS,
+} from '../../shared/defaults.js';
+import { ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import {
+  assertInt,
+  assertQueueName,
+  optionalInt,
+  optionalText,
+  optionsObject,
+  PRIORITY_LIMIT,
+  serialisePayload,
+} from '../../shared/validation.js';
 import {
   deleteSchedule,
   listScheduleRows,
@@ -15,16 +29,6 @@ import {
   setSchedulePaused,
   upsertSchedule,
 } from '../../storage/schedules/schedules.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import {
-  assertInt,
-  assertQueueName,
-  optionalInt,
-  optionalText,
-  optionsObject,
-  PRIORITY_LIMIT,
-  serialisePayload,
-} from '../../validation.js';
 
 export type { SchedulerResult } from '../../maintenance/scheduler.js';
 

@@ -1,8 +1,8 @@
-import { QueueNotFoundError } from '../../errors.js';
+import { QueueNotFoundError } from '../../shared/errors.js';
+import { closestNames } from '../../shared/unknown-options.js';
+import { assertQueueName } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import { forgetQueueRow, isKnownQueue, knownQueueNames } from '../../storage/queues/known-queues.js';
-import { closestNames } from '../../unknown-options.js';
-import { assertQueueName } from '../../validation.js';
 
 // Names read to suggest from, at most: a typo's neighbours are found among the first ten thousand.
 const SUGGESTION_NAMES = 10_000;

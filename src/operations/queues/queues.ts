@@ -1,5 +1,13 @@
-import { DEFAULT_UNATTENDED_AFTER_MS } from '../../defaults.js';
-import { isLeaseholdError, ValidationError } from '../../errors.js';
+import { DEFAULT_UNATTENDED_AFTER_MS } from '../../shared/defaults.js';
+import { isLeaseholdError, ValidationError } from '../../shared/errors.js';
+import {
+  assertInt,
+  assertQueueName,
+  assertText,
+  optionalInt,
+  optionsObject,
+  rejectUnknownOptions,
+} from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import {
   configureQueue as configureQueueRow,
@@ -9,14 +17,6 @@ import {
   type QueueChanges,
   type QueueRow,
 } from '../../storage/queues/queues.js';
-import {
-  assertInt,
-  assertQueueName,
-  assertText,
-  optionalInt,
-  optionsObject,
-  rejectUnknownOptions,
-} from '../../validation.js';
 import { parseConcurrencyLimit, parseRateLimit, type RateLimit } from './rate-limits.js';
 import { isUnattended } from './unattended.js';
 

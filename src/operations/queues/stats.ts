@@ -1,6 +1,7 @@
 import type pg from 'pg';
-import { DEFAULT_STATS_OPTIONS as STATS_DEFAULTS } from '../../defaults.js';
-import { ValidationError } from '../../errors.js';
+import { DEFAULT_STATS_OPTIONS as STATS_DEFAULTS } from '../../shared/defaults.js';
+import { ValidationError } from '../../shared/errors.js';
+import { optionalInt, rejectUnknownOptions } from '../../shared/validation.js';
 import { inReadSnapshot } from '../../storage/jobs/history.js';
 import {
   applyStatsPlannerSettings,
@@ -11,7 +12,6 @@ import {
   type StatsBounds,
 } from '../../storage/operator/stats.js';
 import { readRateLimitStats } from '../../storage/queues/rate-limits.js';
-import { optionalInt, rejectUnknownOptions } from '../../validation.js';
 import { type ThrottleStats, toThrottleStats } from './throttle-stats.js';
 import { isUnattended } from './unattended.js';
 
@@ -31,7 +31,7 @@ export interface StatsOptions {
   unattendedAfterMs?: number;
 }
 
-/** Defaults of `stats()` (defined in defaults.ts, which `import 'leasehold'` loads without this module). */
+/** Defaults of `stats()` (defined in shared/defaults.ts, which `import 'leasehold'` loads without this module). */
 export const DEFAULT_STATS_OPTIONS: Readonly<Required<StatsOptions>> = STATS_DEFAULTS;
 
 /** One queue's database-derived gauges. */

@@ -1,4 +1,4 @@
-import type { LeaseholdContext } from '../../context.js';
+import type { LeaseholdContext } from '../../context/context.js';
 import { type RefusalCount, readRefusals } from '../../storage/jobs/read.js';
 
 export type { RefusalCount } from '../../storage/jobs/read.js';

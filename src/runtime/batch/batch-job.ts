@@ -1,5 +1,5 @@
-import { LeaseholdError, ValidationError } from '../../errors.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
+import { LeaseholdError, ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
 import type { EventWaitResult } from '../durable/wait-event.js';
 import { ActiveJob, type EffectStore, type JobInvoke, type JobTransaction } from '../run/job-context.js';
 import { RetryableError } from '../run/job-errors.js';

@@ -1,6 +1,6 @@
-import { ValidationError } from '../../errors.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { assertInt, optionalInt } from '../../validation.js';
+import { ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { assertInt, optionalInt } from '../../shared/validation.js';
 import type { JobContext } from '../run/job-context.js';
 import type { OutcomeResult } from '../worker-events.js';
 

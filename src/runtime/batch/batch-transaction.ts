@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { LeaseholdError, LeaseLostError, ValidationError } from '../../errors.js';
+import { LeaseholdError, LeaseLostError, ValidationError } from '../../shared/errors.js';
 import { type CompleteRef, completeJobs } from '../../storage/leases/complete.js';
 import { recordRefusedCompletion, setTransactionTimeouts } from '../../storage/leases/job-transaction.js';
 import { findLandedOutcomes } from '../../storage/leases/outcome-lookup.js';

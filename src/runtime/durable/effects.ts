@@ -1,8 +1,8 @@
-import { LeaseLostError, ValidationError } from '../../errors.js';
-import type { Lease } from '../../lease.js';
+import type { Lease } from '../../records/lease.js';
+import { LeaseLostError, ValidationError } from '../../shared/errors.js';
+import { serialisePayload } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import { beginEffect, rearmEffect, recordEffectResult } from '../../storage/flows/effects.js';
-import { serialisePayload } from '../../validation.js';
 import { UncertainEffectError } from '../run/job-errors.js';
 
 /** Largest effect result accepted, as JSON bytes: the ledger keeps receipts, not documents. */

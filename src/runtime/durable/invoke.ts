@@ -1,10 +1,15 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { MAX_ATTEMPTS_LIMIT } from '../../config.js';
-import { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES } from '../../defaults.js';
-import { JobCancelledError, JobDeadError, type JobErrorSummary, ValidationError } from '../../errors.js';
+import { MAX_ATTEMPTS_LIMIT } from '../../shared/config.js';
+import { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES } from '../../shared/defaults.js';
+import {
+  JobCancelledError,
+  JobDeadError,
+  type JobErrorSummary,
+  ValidationError,
+} from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { assertQueueName, optionalInt, PRIORITY_LIMIT, serialisePayload } from '../../shared/validation.js';
 import type { InvokedJob } from '../../storage/flows/invoke.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { assertQueueName, optionalInt, PRIORITY_LIMIT, serialisePayload } from '../../validation.js';
 import { PermanentError, SnoozeError } from '../run/job-errors.js';
 import { assertPayloadMatches } from '../run/payload-schema.js';
 

@@ -1,16 +1,16 @@
-import { LeaseLostError, ValidationError } from '../../errors.js';
-import type { Lease } from '../../lease.js';
-import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../../limits.js';
+import type { Lease } from '../../records/lease.js';
+import { LeaseLostError, ValidationError } from '../../shared/errors.js';
+import { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS } from '../../shared/limits.js';
+import { serialisePayload } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import { awaitSenders, beginWait, resolveWait } from '../../storage/flows/events.js';
 import { beginInvoke, readInvoked } from '../../storage/flows/invoke.js';
 import { listSteps, type RecordedStep, recordStep } from '../../storage/flows/steps.js';
 import { wakeupChannel } from '../../storage/jobs/enqueue.js';
-import { serialisePayload } from '../../validation.js';
 import { PermanentError, SnoozeError, StepOrderError } from '../run/job-errors.js';
 import { type InvokeChild, invokeOutcome } from './invoke.js';
 
-/** The steps' bounds (their home is limits.ts, which storage's functions share). */
+/** The steps' bounds (their home is shared/limits.ts, which storage's functions share). */
 export { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS };
 
 /** Error codes a job goes dead with when a step cannot be recorded. */

@@ -1,9 +1,9 @@
-import { ValidationError } from '../../errors.js';
-import { MAX_EVENT_KEY } from '../../limits.js';
-import { serialisePayload } from '../../validation.js';
+import { ValidationError } from '../../shared/errors.js';
+import { MAX_EVENT_KEY } from '../../shared/limits.js';
+import { serialisePayload } from '../../shared/validation.js';
 import { MAX_SLEEP_MS } from './steps.js';
 
-/** Longest event key, in characters (its home is limits.ts, which storage's functions share). */
+/** Longest event key, in characters (its home is shared/limits.ts, which storage's functions share). */
 export { MAX_EVENT_KEY };
 /** Largest event payload, as JSON bytes: 1 MiB. */
 export const MAX_EVENT_PAYLOAD_BYTES = 1_048_576;

@@ -1,4 +1,4 @@
-import { LeaseholdError, LeaseLostError } from '../../errors.js';
+import { LeaseholdError, LeaseLostError } from '../../shared/errors.js';
 
 /**
  * Why a running job's signal was aborted: `cancelled` (an operator's or API cancel of the running

@@ -1,7 +1,7 @@
-import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../../limits.js';
-import { bounded, sanitiseErrorCode } from '../../validation.js';
+import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../../shared/limits.js';
+import { bounded, sanitiseErrorCode } from '../../shared/validation.js';
 
-/** The stored error's bounds (their home is limits.ts, which storage's functions share). */
+/** The stored error's bounds (their home is shared/limits.ts, which storage's functions share). */
 export { MAX_ERROR_MESSAGE, MAX_ERROR_STACK };
 
 /** Bounded diagnostics of an error, as stored on the job. */

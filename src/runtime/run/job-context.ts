@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { Lease } from '../../lease.js';
+import type { Lease } from '../../records/lease.js';
 import type { Queryable } from '../../storage/db.js';
 import { readParents } from '../../storage/flows/flow-read.js';
 import { type EffectHost, type EffectSpec, runEffect } from '../durable/effects.js';

@@ -1,8 +1,8 @@
-import { DEFAULT_MAX_PROGRESS_BYTES, DEFAULT_MAX_RESULT_BYTES } from '../../defaults.js';
-import { ValidationError } from '../../errors.js';
-import type { Lease } from '../../lease.js';
+import type { Lease } from '../../records/lease.js';
+import { DEFAULT_MAX_PROGRESS_BYTES, DEFAULT_MAX_RESULT_BYTES } from '../../shared/defaults.js';
+import { ValidationError } from '../../shared/errors.js';
+import { MAX_PAYLOAD_BYTES_LIMIT, optionalInt, serialisePayload } from '../../shared/validation.js';
 import type { CompleteRef } from '../../storage/leases/complete.js';
-import { MAX_PAYLOAD_BYTES_LIMIT, optionalInt, serialisePayload } from '../../validation.js';
 import { PermanentError } from './job-errors.js';
 
 /** Error codes a worker stores when a handler's return value cannot be kept as its result. */

@@ -1,11 +1,11 @@
 import type pg from 'pg';
-import { LeaseholdError, LeaseLostError, ValidationError } from '../../errors.js';
-import type { Lease } from '../../lease.js';
+import type { Lease } from '../../records/lease.js';
+import { LeaseholdError, LeaseLostError, ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
 import { guardCheckedOut, type Queryable } from '../../storage/db.js';
 import { completeJobs } from '../../storage/leases/complete.js';
 import { recordRefusedCompletion, setTransactionTimeouts } from '../../storage/leases/job-transaction.js';
 import { findLandedOutcomes } from '../../storage/leases/outcome-lookup.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
 import { resultText } from './job-output.js';
 
 /**

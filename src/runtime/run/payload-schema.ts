@@ -1,6 +1,6 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { ValidationError } from '../../errors.js';
-import { bounded } from '../../validation.js';
+import { ValidationError } from '../../shared/errors.js';
+import { bounded } from '../../shared/validation.js';
 import { PermanentError } from './job-errors.js';
 
 /** Longest description of a schema issue kept (path and message), in characters. */

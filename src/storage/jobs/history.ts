@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { toDatabaseError } from '../../errors.js';
+import { toDatabaseError } from '../../shared/errors.js';
 import { defineStatement, guardCheckedOut, type Queryable, run } from '../db.js';
 
 /** Most recorded events one history read returns; the oldest are kept when a job has more. */

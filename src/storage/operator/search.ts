@@ -1,4 +1,4 @@
-import { toDatabaseError } from '../../errors.js';
+import { toDatabaseError } from '../../shared/errors.js';
 import { defineStatement, type Queryable, run } from '../db.js';
 
 // Job search for the dashboard (and bulk actions): every job Leasehold keeps, in three sources,

@@ -1,4 +1,4 @@
-import { DatabaseError } from '../../errors.js';
+import { DatabaseError } from '../../shared/errors.js';
 import { defineStatement, type Queryable, run } from '../db.js';
 import { finishedQueueNamesCte } from './known-queues.js';
 

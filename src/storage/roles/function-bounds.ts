@@ -10,7 +10,7 @@
  * API's own limits (imported, so the two cannot drift apart).
  * test/hostile/hostile-roles.test.ts calls every function with each bound broken.
  */
-import { MAX_ATTEMPTS_LIMIT, MAX_LEASE_MS } from '../../config.js';
+import { MAX_ATTEMPTS_LIMIT, MAX_LEASE_MS } from '../../shared/config.js';
 import {
   MAX_ERROR_MESSAGE,
   MAX_ERROR_STACK,
@@ -18,8 +18,13 @@ import {
   MAX_SLEEP_MS,
   MAX_STEP_NAME,
   MAX_STEPS,
-} from '../../limits.js';
-import { MAX_BATCH, MAX_ENQUEUE_MANY, MAX_PAYLOAD_BYTES_LIMIT, PRIORITY_LIMIT } from '../../validation.js';
+} from '../../shared/limits.js';
+import {
+  MAX_BATCH,
+  MAX_ENQUEUE_MANY,
+  MAX_PAYLOAD_BYTES_LIMIT,
+  PRIORITY_LIMIT,
+} from '../../shared/validation.js';
 import { quoteIdent } from '../db.js';
 import { finishedChannel } from '../finish-notices.js';
 import { wakeupChannel } from '../jobs/enqueue.js';

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { DatabaseError } from '../../errors.js';
+import { DatabaseError } from '../../shared/errors.js';
 import { isPool, type Queryable, run, type Statement } from '../db.js';
 
 /**

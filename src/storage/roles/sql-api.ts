@@ -20,8 +20,8 @@
  * either body works, and the newer version's next migrate() writes its own again.
  */
 import { createHash } from 'node:crypto';
-import { MAX_ATTEMPTS_LIMIT } from '../../config.js';
-import { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY } from '../../defaults.js';
+import { MAX_ATTEMPTS_LIMIT } from '../../shared/config.js';
+import { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_PRIORITY } from '../../shared/defaults.js';
 import {
   DEDUPE_FIELDS,
   DEDUPE_MODES,
@@ -30,13 +30,13 @@ import {
   MAX_DEDUPE_WINDOW_MS,
   MAX_ENQUEUE_DELAY_MS,
   MAX_KEY_CHARS,
-} from '../../enqueue-fields.js';
+} from '../../shared/enqueue-fields.js';
 import {
   MAX_ENQUEUE_MANY,
   MAX_ENQUEUE_MANY_BYTES,
   MAX_JSON_DEPTH,
   PRIORITY_LIMIT,
-} from '../../validation.js';
+} from '../../shared/validation.js';
 import { quoteIdent } from '../db.js';
 import { wakeupChannel } from '../jobs/enqueue.js';
 import { JobGetByIdWithoutPayload } from '../jobs/read.js';

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { toDatabaseError } from '../../../errors.js';
+import { toDatabaseError } from '../../../shared/errors.js';
 import { guardCheckedOut, type Queryable } from '../../db.js';
 
 /**

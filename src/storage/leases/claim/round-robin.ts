@@ -24,7 +24,7 @@
  *    share, or a priority running out) tells its caller to claim again at once. Each row carries
  *    its place in the turns (`turn`): the caller sorts by it, and a worker starts them in that order.
  */
-import { MAX_BATCH } from '../../../validation.js';
+import { MAX_BATCH } from '../../../shared/validation.js';
 import { CLAIMABLE, candidateWindow, where } from './fragments.js';
 
 /** The largest claim (MAX_BATCH), so the largest share of one key. */

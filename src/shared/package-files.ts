@@ -2,7 +2,7 @@
 // worker script, package.json), found from wherever the code that asks was loaded. Three layouts
 // run this: the sources under Vitest (src/), tsc's output (dist/, one file per module) and the
 // published bundle (scripts/bundle.mjs), where every module's code lives in a shared chunk under
-// dist/chunks/ or inlined into an entry file, so `new URL('./x', import.meta.url)` in each module
+// dist/chunks/ or inlined into an entry file, so `new URL('../x', import.meta.url)` in each module
 // would point elsewhere there. The base is the innermost src/ or dist/ folder on this module's path.
 import { fileURLToPath } from 'node:url';
 

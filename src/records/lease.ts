@@ -1,4 +1,4 @@
-import type { ClaimedRow } from './storage/leases/claim.js';
+import type { ClaimedRow } from '../storage/leases/claim.js';
 
 /** A claimed job: the right to work on it until `expiresAt`, proven by `owner` and `token`. */
 export interface Lease {

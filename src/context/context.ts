@@ -1,21 +1,26 @@
 import type pg from 'pg';
-import type { LeaseholdOptions } from './client-options.js';
-import { resolveBackoff } from './config.js';
-import { resolveClientConnections } from './connection/client-connections.js';
-import type { ListenConnection } from './connection/leasehold-pool.js';
-import type { StatementWatch } from './connection/statement-watch.js';
+import { resolveClientConnections } from '../connection/client-connections.js';
+import type { ListenConnection } from '../connection/leasehold-pool.js';
+import type { StatementWatch } from '../connection/statement-watch.js';
+import { ClaimRouter } from '../runtime/claim/claim-router.js';
+import { resolveBackoff } from '../shared/config.js';
 import {
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_SCHEMA,
   DEFAULT_SUCCEEDED_RETENTION_MS,
   DEFAULT_WAIT_POLL_INTERVAL_MS,
   WAKEUP_WINDOW_MS,
-} from './defaults.js';
-import { type CombineLimits, EnqueueCombiner } from './enqueue-combiner.js';
-import { ClientClosedError, inOperation, ValidationError } from './errors.js';
-import { JobWaiters } from './job-waiters.js';
-import { poolerDefaults } from './pooler-env.js';
-import { ClaimRouter } from './runtime/claim/claim-router.js';
+} from '../shared/defaults.js';
+import { ClientClosedError, inOperation, ValidationError } from '../shared/errors.js';
+import { poolerDefaults } from '../shared/pooler-env.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
+import {
+  assertSchemaName,
+  MAX_PAYLOAD_BYTES_LIMIT,
+  optionalBoolean,
+  optionalInt,
+  optionsObject,
+} from '../shared/validation.js';
 import {
   type Queryable,
   quoteIdent,
@@ -23,17 +28,12 @@ import {
   routeOnPool,
   runUnnamedOn,
   runUnnamedOnPool,
-} from './storage/db.js';
-import { notifyQueue } from './storage/jobs/enqueue.js';
-import { functionRoutes } from './storage/roles/functions.js';
-import { rejectUnknownOptions } from './unknown-options.js';
-import {
-  assertSchemaName,
-  MAX_PAYLOAD_BYTES_LIMIT,
-  optionalBoolean,
-  optionalInt,
-  optionsObject,
-} from './validation.js';
+} from '../storage/db.js';
+import { notifyQueue } from '../storage/jobs/enqueue.js';
+import { functionRoutes } from '../storage/roles/functions.js';
+import type { LeaseholdOptions } from './client-options.js';
+import { type CombineLimits, EnqueueCombiner } from './enqueue-combiner.js';
+import { JobWaiters } from './job-waiters.js';
 import { WakeupCoalescer } from './wakeup-coalescer.js';
 
 /** Every option `new Leasehold()` accepts (checked for typos at construction). */
@@ -90,13 +90,13 @@ export interface LeaseholdContext {
   readonly maxPayloadBytes: number;
   /** Default retention of succeeded jobs, in ms. */
   readonly succeededRetentionMs: number;
-  /** Autocommit enqueues share one wake-up per queue per window (see wakeup-coalescer.ts). */
+  /** Autocommit enqueues share one wake-up per queue per window (see context/wakeup-coalescer.ts). */
   readonly wakeups: WakeupCoalescer;
-  /** Concurrent autocommit enqueues share statements (enqueue-combiner.ts); null: `combineEnqueues: false`. */
+  /** Concurrent autocommit enqueues share statements (context/enqueue-combiner.ts); null: `combineEnqueues: false`. */
   readonly enqueues: EnqueueCombiner | null;
   /** `lh.claim`'s claim router: strict preference order, no claim floor (workers have their own). */
   readonly claims: ClaimRouter;
-  /** `lh.waitFor`'s shared waits: one LISTEN connection (when `listen`) and one poll (see job-waiters.ts). */
+  /** `lh.waitFor`'s shared waits: one LISTEN connection (when `listen`) and one poll (see context/job-waiters.ts). */
   readonly waiters: JobWaiters;
 }
 

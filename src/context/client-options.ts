@@ -1,8 +1,8 @@
-import type { BackoffOptions } from './config.js';
-import type { ConnectionOptions } from './connection/client-connections.js';
-import type { Queryable } from './storage/db.js';
+import type { ConnectionOptions } from '../connection/client-connections.js';
+import type { BackoffOptions } from '../shared/config.js';
+import type { Queryable } from '../storage/db.js';
 
-export type { Queryable } from './storage/db.js';
+export type { Queryable } from '../storage/db.js';
 
 /** Options of a `Leasehold` client (how it connects: `ConnectionOptions`, documented there). */
 export interface LeaseholdOptions extends ConnectionOptions {

@@ -1,9 +1,9 @@
 import type pg from 'pg';
-import type { ListenConnection } from './connection/leasehold-pool.js';
-import { isLeaseholdError } from './errors.js';
-import { WakeupListener } from './runtime/listener.js';
-import { finishedChannel } from './storage/finish-notices.js';
-import { readWaitedJobs, type WaitState } from './storage/jobs/wait.js';
+import type { ListenConnection } from '../connection/leasehold-pool.js';
+import { WakeupListener } from '../runtime/listener.js';
+import { isLeaseholdError } from '../shared/errors.js';
+import { finishedChannel } from '../storage/finish-notices.js';
+import { readWaitedJobs, type WaitState } from '../storage/jobs/wait.js';
 
 /** The statuses a job ends in; any other (pending, running) is still live. */
 const ENDED = new Set(['succeeded', 'dead', 'cancelled']);

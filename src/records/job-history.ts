@@ -1,5 +1,5 @@
-import type { EventRow } from './storage/jobs/history.js';
-import type { Job, JobStatus } from './storage/jobs/read.js';
+import type { EventRow } from '../storage/jobs/history.js';
+import type { Job, JobStatus } from '../storage/jobs/read.js';
 
 /**
  * What happened to a job. `enqueued`, `claimed` and `completed` are synthesised from durable facts
