@@ -1,5 +1,5 @@
 import { defineStatement, type Queryable, run } from '../db.js';
-import { type FenceRef, LEASE_FENCE } from '../fence.js';
+import { type FenceRef, LEASE_FENCE, leaseValues } from '../fence.js';
 import { refusalCountingCte } from '../refusals.js';
 
 // Every effects write starts from the lease it presents ($1 id, $2 token, $3 claim id, $4 owner, $5 queue) and
@@ -84,10 +84,6 @@ export const EffectRearm = defineStatement(
   )
   SELECT (SELECT count(*) FROM rearmed) = 1 AS rearmed`,
 );
-
-function leaseValues(lease: FenceRef): unknown[] {
-  return [lease.jobId, lease.token, lease.claimId, lease.owner, lease.queue];
-}
 
 /** What `beginEffect` found. */
 export interface EffectState {

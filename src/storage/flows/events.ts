@@ -1,5 +1,5 @@
 import { defineStatement, type Queryable, run } from '../db.js';
-import { type FenceRef, LEASE_FENCE } from '../fence.js';
+import { type FenceRef, LEASE_FENCE, leaseValues } from '../fence.js';
 import { wakeupChannel } from '../jobs/enqueue.js';
 import { JobSnoozeWaitingMany } from '../leases/fail.js';
 import { refusalCountingCte } from '../refusals.js';
@@ -183,10 +183,6 @@ export const EVENT_FUNCTIONS = [
     returns: 'id text, woken integer, notified integer',
   },
 ] as const;
-
-function leaseValues(lease: FenceRef): unknown[] {
-  return [lease.jobId, lease.token, lease.claimId, lease.owner, lease.queue];
-}
 
 /** Records the wait at `seq` (fenced); whether the lease held and the wait was recorded now. */
 export async function beginWait(

@@ -1,5 +1,5 @@
 import { defineStatement, type Queryable, run } from '../db.js';
-import { type FenceRef, LEASE_FENCE } from '../fence.js';
+import { type FenceRef, LEASE_FENCE, leaseValues } from '../fence.js';
 import { refusalCountingCte } from '../refusals.js';
 
 // `job.invoke` (migration 026; runtime/durable/invoke.ts). The invoking job and its child are joined by a
@@ -111,10 +111,6 @@ export const INVOKE_FUNCTIONS = [
       'held boolean, status text, result jsonb, last_error_code text, last_error_class text, last_error_message text',
   },
 ] as const;
-
-function leaseValues(lease: FenceRef): unknown[] {
-  return [lease.jobId, lease.token, lease.claimId, lease.owner, lease.queue];
-}
 
 /** What to invoke: the step's position and numbered name, and the child job to enqueue. */
 export interface InvokeWrite {

@@ -1,5 +1,5 @@
 import { defineStatement, type Queryable, run } from '../db.js';
-import { type FenceRef, LEASE_FENCE } from '../fence.js';
+import { type FenceRef, LEASE_FENCE, leaseValues } from '../fence.js';
 import { refusalCountingCte } from '../refusals.js';
 import { EVENT_FUNCTIONS } from './events.js';
 import { INVOKE_FUNCTIONS } from './invoke.js';
@@ -92,10 +92,6 @@ export const STEP_FUNCTIONS = [
 
 /** Every function of durable steps: steps and sleeps, waits and events (events.ts), invokes (invoke.ts). */
 export const DURABLE_STEP_FUNCTIONS = [...STEP_FUNCTIONS, ...EVENT_FUNCTIONS, ...INVOKE_FUNCTIONS] as const;
-
-function leaseValues(lease: FenceRef): unknown[] {
-  return [lease.jobId, lease.token, lease.claimId, lease.owner, lease.queue];
-}
 
 /** A step as recorded: its call position, numbered name, kind, result, and a sleep's time left. */
 export interface RecordedStep {

@@ -12,6 +12,29 @@ import {
 } from '../queues/ordering.js';
 
 /**
+ * What a cancel does beside the status change, the same for one job (JobCancel) and for a listed
+ * batch (JobCancelListed), over the rows of their `changed` CTE: a dead parent's children follow
+ * their `onParentDead`, the ordering key and the key slot are handed on, and a `cancelled` event
+ * with actor $2 and reason $3 records the claim a running job lost.
+ */
+const cancelledEffects = (s: string) => `${flowParentDeadCtes(s, 'changed')},
+  ${orderingAdvanceCte(s, 'changed')},
+  ${keySlotsReleaseCte(s, 'changed')},
+  recorded AS (
+    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
+                                 lease_claim_id, claimed_at, lease_extensions, error_code, actor, reason)
+    SELECT id, queue_name, 'cancelled', 'cancelled',
+           CASE WHEN was = 'running' THEN attempt_count END,
+           CASE WHEN was = 'running' THEN lease_owner END,
+           CASE WHEN was = 'running' THEN lease_token END,
+           CASE WHEN was = 'running' THEN lease_claim_id END,
+           CASE WHEN was = 'running' THEN claimed_at END,
+           CASE WHEN was = 'running' THEN lease_extensions END,
+           'CANCELLED', $2, $3
+    FROM changed
+  )`;
+
+/**
  * JobCancel: pending -> cancelled, or running -> cancelled with the lease token bumped, so the
  * worker holding the job is fenced out: its next renewal, completion, failure or effect write is
  * refused (and its signal aborts when the renewal is). Locks the job row (FOR UPDATE, waiting for
@@ -44,22 +67,7 @@ const JobCancel = defineStatement(
               j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot,
               j.notify_on_finish, j.has_children
   ),
-  ${flowParentDeadCtes(s, 'changed')},
-  ${orderingAdvanceCte(s, 'changed')},
-  ${keySlotsReleaseCte(s, 'changed')},
-  recorded AS (
-    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
-                                 lease_claim_id, claimed_at, lease_extensions, error_code, actor, reason)
-    SELECT id, queue_name, 'cancelled', 'cancelled',
-           CASE WHEN was = 'running' THEN attempt_count END,
-           CASE WHEN was = 'running' THEN lease_owner END,
-           CASE WHEN was = 'running' THEN lease_token END,
-           CASE WHEN was = 'running' THEN lease_claim_id END,
-           CASE WHEN was = 'running' THEN claimed_at END,
-           CASE WHEN was = 'running' THEN lease_extensions END,
-           'CANCELLED', $2, $3
-    FROM changed
-  ),
+  ${cancelledEffects(s)},
   ${finishNoticesCte('changed', 'notify_on_finish', '$5')}
   SELECT target.status::text AS status, changed.id IS NOT NULL AS cancelled,
          ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken,
@@ -123,22 +131,7 @@ const JobCancelListed = defineStatement(
               j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot,
               j.has_children
   ),
-  ${flowParentDeadCtes(s, 'changed')},
-  ${orderingAdvanceCte(s, 'changed')},
-  ${keySlotsReleaseCte(s, 'changed')},
-  recorded AS (
-    INSERT INTO ${s}.job_events (job_id, queue_name, kind, status_after, attempt, lease_owner, lease_token,
-                                 lease_claim_id, claimed_at, lease_extensions, error_code, actor, reason)
-    SELECT id, queue_name, 'cancelled', 'cancelled',
-           CASE WHEN was = 'running' THEN attempt_count END,
-           CASE WHEN was = 'running' THEN lease_owner END,
-           CASE WHEN was = 'running' THEN lease_token END,
-           CASE WHEN was = 'running' THEN lease_claim_id END,
-           CASE WHEN was = 'running' THEN claimed_at END,
-           CASE WHEN was = 'running' THEN lease_extensions END,
-           'CANCELLED', $2, $3
-    FROM changed
-  )
+  ${cancelledEffects(s)}
   SELECT (SELECT count(*) FROM changed)::int AS cancelled,
          (SELECT count(*) FROM locked)::int - (SELECT count(*) FROM changed)::int AS left_over,
          ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken,
