@@ -5,7 +5,7 @@
 // sends the waiting workflows' events (lh.sendEvent): before their enqueue, or a little after it is
 // acknowledged; an event send that fails is retried, and must fail typed too.
 import { randomBytes } from 'node:crypto';
-import { isLeaseholdError } from '../dist/index.js';
+import { isLeaseholdError } from '../../dist/index.js';
 import { enqueueFlowJobs, makeFlow } from './flows-producer.mjs';
 import { makeWorkflow, WORKFLOW_EVENT, workflowEvent } from './steps-workload.mjs';
 

@@ -9,12 +9,12 @@
 // chunk whose draw is shorter than its predecessor's remaining wait leaves with it). Packet loss is
 // not the relay's business: nftables drops real packets on the veth, and TCP retransmits them.
 //
-// As a process (`node chaos/relay.mjs`, forked with an IPC channel): parent -> {type:'start',
+// As a process (`node chaos/faults/relay.mjs`, forked with an IPC channel): parent -> {type:'start',
 // listenPort, targetHost, targetPort, rttMs, jitterMs, seed} | {type:'set', rttMs, jitterMs};
 // child -> {type:'ready', port} | {type:'set'}.
 import { connect, createServer } from 'node:net';
 import { pathToFileURL } from 'node:url';
-import { seededRandom } from './rng.mjs';
+import { seededRandom } from '../records/rng.mjs';
 
 // A direction holding more than this many bytes not yet released stops reading its source.
 const HIGH_WATER_BYTES = 1 << 20;

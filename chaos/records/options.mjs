@@ -1,8 +1,8 @@
 // Command-line flags of `npm run chaos`. Every number is bounded, so a typo cannot start a run
 // that never ends.
 import { parseArgs } from 'node:util';
+import { FAULT_KINDS } from '../faults/faults.mjs';
 import { integerFlagOptions, integerFlagUsage, readIntegerFlags } from './bounded-flags.mjs';
-import { FAULT_KINDS } from './faults.mjs';
 
 /** Flag name -> [default, smallest, largest]. */
 const INTEGER_FLAGS = {
@@ -20,7 +20,7 @@ const INTEGER_FLAGS = {
   seed: [1, 0, 2 ** 31 - 1],
   // Percent of the worker's plain jobs that bump a per-job counter in job.transaction instead.
   'counter-pct': [10, 0, 100],
-  // The rate-limited-queue mode (chaos/limited.mjs): a backlog of this many jobs (0: off) on a
+  // The rate-limited-queue mode (chaos/harness/rate-limits.mjs): a backlog of this many jobs (0: off) on a
   // queue limited to --rate-max starts per --rate-per-ms and --limited-concurrency live leases.
   'limited-jobs': [0, 0, 100_000],
   'rate-max': [5, 1, 1000],

@@ -7,7 +7,7 @@
 // every address is in 10.232.0.0/24, inside those namespaces only. Removal deletes exactly what
 // carries the prefix, also what a crashed earlier run left behind.
 import { spawnSync } from 'node:child_process';
-import { run } from './netns.mjs';
+import { run } from '../faults/netns.mjs';
 
 export const PREFIX = 'lhha';
 const SWITCH_NS = `${PREFIX}-sw`;

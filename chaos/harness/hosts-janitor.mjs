@@ -3,8 +3,8 @@
 // with a pipe on its stdin. The harness writes `done` once it has removed its network itself. If
 // the pipe closes without it, the harness died without cleaning up (SIGKILL, or killed before its
 // handlers could run): this process then removes every namespace carrying the harness's prefix
-// (chaos/netns.mjs, which also ends the processes left inside them) and exits.
-import { removeNetwork } from './netns.mjs';
+// (chaos/faults/netns.mjs, which also ends the processes left inside them) and exits.
+import { removeNetwork } from '../faults/netns.mjs';
 
 let said = '';
 process.stdin.setEncoding('utf8');

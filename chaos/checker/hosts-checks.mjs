@@ -1,8 +1,8 @@
-// What the many-hosts harness measures beyond the chaos checker (chaos/checker.mjs, which judges
+// What the many-hosts harness measures beyond the chaos checker (chaos/checker/checker.mjs, which judges
 // the whole run): per link cut, what became of the cut host's claims; per phase, each host's
 // completion rate; in the latency phase, the long jobs on the distant host: how often their leases
 // were renewed across its delayed link, how much lease was left at each renewal, and whether any
-// of its leases lapsed (chaos/renewal-log.mjs records the renewals). Every
+// of its leases lapsed (chaos/records/renewal-log.mjs records the renewals). Every
 // time compared is database time. A worker's label is `h<host><phase>w<n>` (phase b: fault-free,
 // f: faulted, l: latency), the first part of its lease owner names.
 

@@ -1,4 +1,4 @@
-// The high-availability rig's own invariants and summary (chaos/ha-run.mjs), beside the chaos
+// The high-availability rig's own invariants and summary (chaos/ha/ha-run.mjs), beside the chaos
 // checker's (report.mjs), which judges the last primary's timeline once failover-timeline.mjs has
 // moved aside what the failovers lost.
 

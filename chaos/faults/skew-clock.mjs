@@ -1,4 +1,4 @@
-// Preloaded (`node --import ./chaos/skew-clock.mjs`) into a worker whose wall clock must be wrong:
+// Preloaded (`node --import ./chaos/faults/skew-clock.mjs`) into a worker whose wall clock must be wrong:
 // Date.now() and `new Date()` run CHAOS_CLOCK_SKEW_MS ahead (or behind, when negative). Monotonic
 // time (performance.now(), timers) is untouched, as it would be on a host whose clock is set wrong.
 // Leasehold must not care: every lease and schedule decision uses database time or durations.

@@ -5,7 +5,7 @@
 // `ctx` (built by main.mjs): { server, admin, lh, config, rng, log, workers: live ChaosWorkers,
 // replace(worker) -> new worker, dbNow() -> Date, pin: the pinned transaction while one is held }.
 import pg from 'pg';
-import { isLeaseholdError, Leasehold } from '../dist/index.js';
+import { isLeaseholdError, Leasehold } from '../../dist/index.js';
 
 /** Every fault kind, in the order of the scheduled round. */
 export const FAULT_KINDS = [

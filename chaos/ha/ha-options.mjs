@@ -1,7 +1,7 @@
 // Command-line flags of `npm run chaos:ha`. Every number is bounded, as in options.mjs, so a typo
 // cannot start a run that never ends.
 import { parseArgs } from 'node:util';
-import { integerFlagOptions, integerFlagUsage, readIntegerFlags } from './bounded-flags.mjs';
+import { integerFlagOptions, integerFlagUsage, readIntegerFlags } from '../records/bounded-flags.mjs';
 
 /** Flag name -> [default, smallest, largest]. */
 const INTEGER_FLAGS = {

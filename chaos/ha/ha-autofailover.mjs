@@ -1,4 +1,4 @@
-// pg_auto_failover, as the high-availability rig (chaos/ha-run.mjs) runs it: the monitor in the
+// pg_auto_failover, as the high-availability rig (chaos/ha/ha-run.mjs) runs it: the monitor in the
 // `dcs` machine, one `pg_autoctl` keeper per PostgreSQL node, Debian's PostgreSQL 15 binaries.
 // Failover (the monitor's state machine), fencing (a primary that cannot reach the monitor or its
 // standby demotes itself) and rejoin (pg_rewind, else a new base backup) are pg_auto_failover's own.

@@ -16,8 +16,8 @@
 // the same lease settings: the many-hosts harness gives it to one host only, so that the jobs it
 // enqueues there (long ones, which must renew) run on that host and nowhere else.
 import pg from 'pg';
-import { DEFAULT_LEASE_MS, Leasehold, RetryableError, SnoozeError } from '../dist/index.js';
-import { LedgerWriter } from './ledger-writer.mjs';
+import { DEFAULT_LEASE_MS, Leasehold, RetryableError, SnoozeError } from '../../dist/index.js';
+import { LedgerWriter } from '../records/ledger-writer.mjs';
 import { runSteps } from './steps-workload.mjs';
 
 const STATUS_EVERY_MS = 50;
@@ -104,7 +104,7 @@ async function start(config) {
   process.send?.({ type: 'ready', owner });
 }
 
-// The rate-limited-queue mode (limited.mjs): a worker of its own on the `limited` schema, sharing
+// The rate-limited-queue mode (harness/rate-limits.mjs): a worker of its own on the `limited` schema, sharing
 // this process's pool, so kills, pauses and terminated connections hit it as they hit the rest.
 // Its handlers never renew: a claim's lease is exactly leaseMs from its claim.
 async function startLimited(config, pool, owner, ledger) {

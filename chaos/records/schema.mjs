@@ -56,7 +56,7 @@ export async function createChaosSchema(db) {
       id int PRIMARY KEY, kind text NOT NULL, target text, injected_at timestamptz NOT NULL,
       healed_at timestamptz NOT NULL, detail jsonb NOT NULL DEFAULT '{}'
     );
-    -- The rate-limited-queue mode (limited.mjs): a handler's start, written before it works, and
+    -- The rate-limited-queue mode (harness/rate-limits.mjs): a handler's start, written before it works, and
     -- its end, written before it returns (so before its completion): both database time.
     CREATE TABLE chaos.limited_runs (
       seq text UNIQUE NOT NULL, job_id bigint NOT NULL, token bigint NOT NULL, owner text NOT NULL,

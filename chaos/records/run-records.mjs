@@ -1,6 +1,6 @@
 // What a chaos run writes for the checker, says while it runs and waits for, shared by `npm run
 // chaos`, `chaos:hosts` and `chaos:failover`: the acknowledged jobs and the injected faults go into
-// the checker's tables (chaos/schema.mjs), a progress line reads the queue's counts, and the drain
+// the checker's tables (chaos/records/schema.mjs), a progress line reads the queue's counts, and the drain
 // waits for the queue to empty.
 
 /** Writes the acknowledged jobs (chaos.acked) and the faults, in the order injected (chaos.faults). */

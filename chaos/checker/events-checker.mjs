@@ -14,7 +14,7 @@
 // - Not run again: no recorded step of a woken workflow was run again by a later claim.
 // Every count is a grouped join or an index lookup per wait: a 100,000-workflow run answers in seconds.
 
-import { WORKFLOW_EVENT } from './steps-workload.mjs';
+import { WORKFLOW_EVENT } from '../harness/steps-workload.mjs';
 
 const IDENT = /^[a-z_][a-z0-9_]{0,62}$/;
 

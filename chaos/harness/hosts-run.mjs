@@ -9,19 +9,19 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/lib/environment.mjs';
-import { Leasehold } from '../dist/index.js';
-import { check } from './checker.mjs';
-import { formatHosts, hostInvariants, measureHosts } from './hosts-checks.mjs';
-import { startHost } from './link-faults.mjs';
-import { droppedPackets, hostNames, netemAvailable } from './netns.mjs';
+import { describeEnvironment, formatEnvironment, loadAverage } from '../../bench/lib/environment.mjs';
+import { Leasehold } from '../../dist/index.js';
+import { check } from '../checker/checker.mjs';
+import { formatHosts, hostInvariants, measureHosts } from '../checker/hosts-checks.mjs';
+import { formatReport, invariants } from '../checker/report.mjs';
+import { startHost } from '../faults/link-faults.mjs';
+import { droppedPackets, hostNames, netemAvailable } from '../faults/netns.mjs';
+import { startRenewalLog, stopRenewalLog } from '../records/renewal-log.mjs';
+import { seededRandom } from '../records/rng.mjs';
+import { drain, reportProgress, saveRecords } from '../records/run-records.mjs';
+import { createChaosSchema } from '../records/schema.mjs';
+import { startServer } from '../server.mjs';
 import { produce } from './producer.mjs';
-import { startRenewalLog, stopRenewalLog } from './renewal-log.mjs';
-import { formatReport, invariants } from './report.mjs';
-import { seededRandom } from './rng.mjs';
-import { drain, reportProgress, saveRecords } from './run-records.mjs';
-import { createChaosSchema } from './schema.mjs';
-import { startServer } from './server.mjs';
 import { ChaosWorker } from './workers.mjs';
 
 const options = JSON.parse(process.env.LHH_HOSTS_OPTIONS ?? '{}');
@@ -33,7 +33,7 @@ const LATENCY_HOST = 2;
 // The latency phase's long jobs go to this queue, which only LATENCY_HOST's workers serve: every
 // renewal of theirs then crosses the delayed link (on a shared queue, nearer hosts win the claims).
 const FAR_QUEUE = 'chaos_far';
-const RTT_PROBE = fileURLToPath(new URL('./rtt-probe.mjs', import.meta.url));
+const RTT_PROBE = fileURLToPath(new URL('../faults/rtt-probe.mjs', import.meta.url));
 
 async function main() {
   const startedAt = performance.now();
@@ -84,7 +84,7 @@ async function main() {
       hosts.push(await startHost(i, server.port, options.seed * 31 + i));
     const netem = netemAvailable(1);
     console.log(
-      `Delay and jitter: ${netem ? 'tc netem works in this kernel, but ' : 'no netem qdisc in this kernel; '}the harness's relay adds them (chaos/relay.mjs); loss: nftables in each host's namespace.`,
+      `Delay and jitter: ${netem ? 'tc netem works in this kernel, but ' : 'no netem qdisc in this kernel; '}the harness's relay adds them (chaos/faults/relay.mjs); loss: nftables in each host's namespace.`,
     );
     const dbNow = async () => (await admin.query('SELECT clock_timestamp() AS now')).rows[0].now;
     const rng = seededRandom(options.seed * 2);
@@ -343,7 +343,7 @@ async function main() {
 }
 
 // Waits until no job is pending or running.
-// Runs chaos/rtt-probe.mjs inside namespace `ns`; resolves with its JSON answer.
+// Runs chaos/faults/rtt-probe.mjs inside namespace `ns`; resolves with its JSON answer.
 function probeRtt(ns, connectionString) {
   return new Promise((resolve, reject) => {
     const child = spawn('ip', ['netns', 'exec', ns, process.execPath, RTT_PROBE, connectionString, '50'], {

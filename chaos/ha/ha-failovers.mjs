@@ -1,4 +1,4 @@
-// The high-availability rig's failovers (chaos/ha-run.mjs): each one waits for a healthy cluster
+// The high-availability rig's failovers (chaos/ha/ha-run.mjs): each one waits for a healthy cluster
 // and for the run to progress, fails the primary (SIGKILL of its machine's processes, or a cut of
 // its link, in turn), waits for the manager to promote another node, measures how long until the
 // new primary completes a job (in all, and per worker host), heals (the node's agent restarted, or

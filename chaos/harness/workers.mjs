@@ -4,7 +4,7 @@ import { fork, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./worker-process.mjs', import.meta.url));
-const SKEW_PRELOAD = fileURLToPath(new URL('./skew-clock.mjs', import.meta.url));
+const SKEW_PRELOAD = fileURLToPath(new URL('../faults/skew-clock.mjs', import.meta.url));
 const STDERR_TAIL = 2000;
 
 /** One worker process. */

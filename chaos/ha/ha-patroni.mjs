@@ -1,4 +1,4 @@
-// Patroni with etcd, as the high-availability rig (chaos/ha-run.mjs) runs it: etcd in the `dcs`
+// Patroni with etcd, as the high-availability rig (chaos/ha/ha-run.mjs) runs it: etcd in the `dcs`
 // machine, one Patroni agent per PostgreSQL node, Debian's PostgreSQL 15 binaries. Failover,
 // fencing (a primary that loses etcd demotes itself) and rejoin (pg_rewind) are Patroni's own.
 import { spawn, spawnSync } from 'node:child_process';

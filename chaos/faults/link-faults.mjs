@@ -1,5 +1,5 @@
 // One worker host of the many-hosts harness as the faults see it: its relay (delay and jitter,
-// chaos/relay.mjs, a process inside the host's namespace), its nft loss, and its link, which can
+// chaos/faults/relay.mjs, a process inside the host's namespace), its nft loss, and its link, which can
 // be cut and restored. The harness process itself runs in the database namespace; it reaches into
 // a host's namespace with `ip netns exec` and `ip -n`.
 import { spawn } from 'node:child_process';
