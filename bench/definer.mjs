@@ -1,7 +1,7 @@
 // What the hot path costs through the schema's SECURITY DEFINER functions (issue 17: the producer
 // and worker roles write only through them) against the direct statements, in one run on one
 // server: the same storage calls, once on a client that runs the statements and once on a client
-// routed through the functions migrate() installed (src/storage/functions.ts: the body of each
+// routed through the functions migrate() installed (src/storage/roles/functions.ts: the body of each
 // function is the statement's own text).
 //
 //   npm run build && node bench/definer.mjs [--jobs 4000] [--batch 50] [--rounds 3]
@@ -14,11 +14,11 @@
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { Leasehold } from '../dist/index.js';
-import { claimJobs } from '../dist/storage/claim.js';
-import { completeJobs } from '../dist/storage/complete.js';
 import { routeOn } from '../dist/storage/db.js';
-import { insertJobs } from '../dist/storage/enqueue.js';
-import { functionRoutes } from '../dist/storage/functions.js';
+import { insertJobs } from '../dist/storage/jobs/enqueue.js';
+import { claimJobs } from '../dist/storage/leases/claim.js';
+import { completeJobs } from '../dist/storage/leases/complete.js';
+import { functionRoutes } from '../dist/storage/roles/functions.js';
 import { describeEnvironment, formatEnvironment, loadAverage } from './lib/environment.mjs';
 import { openServer } from './lib/server.mjs';
 

@@ -1,16 +1,16 @@
 // `npm run chaos:ha -- --manager patroni|pg_auto_failover --mode sync|async`: Leasehold under a
 // real failover manager, in network namespaces, with repeated automatic failovers. This process
 // stays in the machine's own namespace: it checks it runs as root, installs the packages the
-// manager needs (chaos/ha-packages.mjs), removes what a crashed earlier run left, builds the
-// network (chaos/ha-net.mjs), runs the rig (chaos/ha-run.mjs) inside the `ctl` namespace, and
+// manager needs (chaos/ha/ha-packages.mjs), removes what a crashed earlier run left, builds the
+// network (chaos/ha/ha-net.mjs), runs the rig (chaos/ha/ha-run.mjs) inside the `ctl` namespace, and
 // removes the network however that ends. See docs/reliability.md, "Failover managers".
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { createNetwork, nsOf, removeNetwork } from './ha-net.mjs';
-import { HA_USAGE, parseHaOptions } from './ha-options.mjs';
-import { ensurePackages } from './ha-packages.mjs';
+import { createNetwork, nsOf, removeNetwork } from './ha/ha-net.mjs';
+import { HA_USAGE, parseHaOptions } from './ha/ha-options.mjs';
+import { ensurePackages } from './ha/ha-packages.mjs';
 
-const RUN_SCRIPT = fileURLToPath(new URL('./ha-run.mjs', import.meta.url));
+const RUN_SCRIPT = fileURLToPath(new URL('./ha/ha-run.mjs', import.meta.url));
 
 async function main() {
   const argv = process.argv.slice(2);

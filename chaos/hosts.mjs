@@ -1,16 +1,16 @@
 // `npm run chaos:hosts`: workers on several hosts, each in its own network namespace, against a
 // PostgreSQL in another, through real network faults (link cuts, packet loss, delay and jitter).
 // This process stays in the machine's own namespace: it checks what the run needs, removes what a
-// crashed earlier run left, builds the network (chaos/netns.mjs), runs the harness itself
-// (chaos/hosts-run.mjs) inside the database namespace, and removes the network however that ends.
+// crashed earlier run left, builds the network (chaos/faults/netns.mjs), runs the harness itself
+// (chaos/harness/hosts-run.mjs) inside the database namespace, and removes the network however that ends.
 // See docs/reliability.md, "Many hosts, real network faults".
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { HOSTS_USAGE, parseHostsOptions } from './hosts-options.mjs';
-import { createNetwork, DB_NS, hasCommand, removeNetwork } from './netns.mjs';
+import { createNetwork, DB_NS, hasCommand, removeNetwork } from './faults/netns.mjs';
+import { HOSTS_USAGE, parseHostsOptions } from './records/hosts-options.mjs';
 
-const RUN_SCRIPT = fileURLToPath(new URL('./hosts-run.mjs', import.meta.url));
-const JANITOR_SCRIPT = fileURLToPath(new URL('./hosts-janitor.mjs', import.meta.url));
+const RUN_SCRIPT = fileURLToPath(new URL('./harness/hosts-run.mjs', import.meta.url));
+const JANITOR_SCRIPT = fileURLToPath(new URL('./harness/hosts-janitor.mjs', import.meta.url));
 // After a signal, how long the harness gets to stop its server and workers before it is killed.
 const STOP_GRACE_MS = 15_000;
 let janitor = null;

@@ -7,11 +7,15 @@ import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { describeEnvironment, formatEnvironment, loadAverage } from '../bench/lib/environment.mjs';
 import { Leasehold } from '../dist/index.js';
-import { batchFacts, batchInvariants } from './batches.mjs';
-import { check } from './checker.mjs';
-import { checkEvents, eventInvariants, formatEvents } from './events-checker.mjs';
-import { skewRecord } from './faults.mjs';
-import { checkFlows, flowInvariants } from './flows-checker.mjs';
+import { check } from './checker/checker.mjs';
+import { checkEvents, eventInvariants, formatEvents } from './checker/events-checker.mjs';
+import { checkFlows, flowInvariants } from './checker/flows-checker.mjs';
+import { formatReport, invariants } from './checker/report.mjs';
+import { checkSteps, formatSteps, stepInvariants } from './checker/steps-checker.mjs';
+import { skewRecord } from './faults/faults.mjs';
+import { runNemesis } from './faults/nemesis.mjs';
+import { batchFacts, batchInvariants } from './harness/batches.mjs';
+import { produce } from './harness/producer.mjs';
 import {
   formatLimited,
   LIMITED_QUEUE,
@@ -20,17 +24,13 @@ import {
   measureLimited,
   prepareLimitedQueue,
   readLimitedHistory,
-} from './limited.mjs';
-import { runNemesis } from './nemesis.mjs';
-import { parseOptions } from './options.mjs';
-import { produce } from './producer.mjs';
-import { formatReport, invariants } from './report.mjs';
-import { seededRandom } from './rng.mjs';
-import { drain, reportProgress, saveRecords } from './run-records.mjs';
-import { createChaosSchema } from './schema.mjs';
+} from './harness/rate-limits.mjs';
+import { ChaosWorker } from './harness/workers.mjs';
+import { parseOptions } from './records/options.mjs';
+import { seededRandom } from './records/rng.mjs';
+import { drain, reportProgress, saveRecords } from './records/run-records.mjs';
+import { createChaosSchema } from './records/schema.mjs';
 import { startServer } from './server.mjs';
-import { checkSteps, formatSteps, stepInvariants } from './steps-checker.mjs';
-import { ChaosWorker } from './workers.mjs';
 
 const options = parseOptions(process.argv.slice(2));
 const log = (message) => console.error(`[chaos ${new Date().toISOString().slice(11, 19)}] ${message}`);

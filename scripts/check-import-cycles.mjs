@@ -3,7 +3,9 @@
 // imports, re-exports and dynamic imports included, since they tie modules together just as much
 // for a reader), on any import from one room to another that the room table of
 // docs/architecture.md does not allow (see rooms.mjs), and on any `src/` file longer than
-// MAX_LINES unless it is a file of forwards only (see forwards.mjs). Imports are read with the
+// MAX_LINES unless it is a file of forwards only (see forwards.mjs), and on any folder of `src/`
+// holding more than MAX_FILES files directly (a room that grows gets sub-rooms by meaning; the
+// length bound alone pushed toward splitting files by size). Imports are read with the
 // TypeScript compiler's own pre-processor (already a devDependency), so no file is executed and
 // nothing needs a network.
 //
@@ -17,6 +19,7 @@ import { FORWARDS_MAX_LINES, isForwardsOnly } from './forwards.mjs';
 import { readRoomTable, roomOf } from './rooms.mjs';
 
 const MAX_LINES = 400;
+const MAX_FILES = 15;
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const srcDir = resolve(root, process.argv[2] ?? 'src');
 const tablePath = resolve(root, process.argv[3] ?? 'docs/architecture.md');
@@ -29,6 +32,15 @@ function listFiles(dir) {
     else if (name.endsWith('.ts') && !name.endsWith('.d.ts')) files.push(path);
   }
   return files;
+}
+
+// Folders of `dir` (itself included) that hold more than MAX_FILES files directly, any kind of file.
+function wideFolders(dir) {
+  const entries = readdirSync(dir, { withFileTypes: true });
+  const own = entries.filter((entry) => !entry.isDirectory()).length;
+  const wide = own > MAX_FILES ? [{ dir, count: own }] : [];
+  for (const entry of entries) if (entry.isDirectory()) wide.push(...wideFolders(join(dir, entry.name)));
+  return wide;
 }
 
 // Resolves a relative specifier the way NodeNext does for our sources: `./x.js` names `./x.ts`.
@@ -117,11 +129,17 @@ for (const component of circles) {
   problems.push(`import circle of ${component.length} files:\n${edges.join('\n')}`);
 }
 
+for (const { dir, count } of wideFolders(srcDir)) {
+  problems.push(
+    `${relative(srcDir, dir) || '.'}/ holds ${count} files directly, more than ${MAX_FILES}: group them in sub-rooms by meaning (docs/architecture.md)`,
+  );
+}
+
 if (problems.length > 0) {
   console.error(`check-import-cycles: ${problems.length} problem(s) in ${relative(root, srcDir)}/`);
   for (const problem of problems) console.error(`  ${problem}`);
   process.exit(1);
 }
 console.log(
-  `check-import-cycles: ${files.length} files in ${relative(root, srcDir)}/ in ${rooms.rooms.length} rooms, no import circles, no import the room table refuses, none over ${MAX_LINES} lines but files of forwards`,
+  `check-import-cycles: ${files.length} files in ${relative(root, srcDir)}/ in ${rooms.rooms.length} rooms, no import circles, no import the room table refuses, none over ${MAX_LINES} lines but files of forwards, no folder over ${MAX_FILES} files`,
 );

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { openServer } from '../bench/lib/server.mjs';
 import { Leasehold } from '../dist/index.js';
 import { searchCriteria } from '../dist/operations/operator/search.js';
-import { searchStatement } from '../dist/storage/search.js';
+import { searchStatement } from '../dist/storage/operator/search.js';
 
 const rows = Number(process.argv[2] ?? 1_000_000);
 const server = await openServer({ settings: {} });

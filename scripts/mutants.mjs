@@ -97,11 +97,11 @@ export const MUTANTS = [
     tests: ['fencing', 'fenced-plans'],
     ci: true,
   },
-  // The effects ledger (src/storage/effects.ts).
+  // The effects ledger (src/storage/flows/effects.ts).
   {
     name: 'effects-fence-token',
     covers: 'effects',
-    file: 'src/storage/effects.ts',
+    file: 'src/storage/flows/effects.ts',
     find: 'WHERE ${LEASE_FENCE}',
     replace: "WHERE ${LEASE_FENCE.replace('AND j.lease_token = input.token', '')}",
     tests: ['effects', 'effects-ledger', 'fence-parts'],
@@ -110,7 +110,7 @@ export const MUTANTS = [
   {
     name: 'effects-ledger-no-conflict-guard',
     covers: 'effects',
-    file: 'src/storage/effects.ts',
+    file: 'src/storage/flows/effects.ts',
     find: 'ON CONFLICT (job_id, name) DO NOTHING',
     replace: 'ON CONFLICT (job_id, name) DO UPDATE SET attempt = excluded.attempt',
     tests: ['effects', 'effects-ledger', 'fence-parts'],
@@ -118,17 +118,17 @@ export const MUTANTS = [
   {
     name: 'effects-result-without-fence',
     covers: 'effects',
-    file: 'src/storage/effects.ts',
+    file: 'src/storage/flows/effects.ts',
     find: '    FROM changed\n    WHERE e.job_id = changed.id AND e.name = $6\n    RETURNING e.job_id\n  )\n  SELECT (SELECT count(*) FROM recorded)',
     replace:
       '    WHERE e.job_id = $1 AND e.name = $6\n    RETURNING e.job_id\n  )\n  SELECT (SELECT count(*) FROM recorded)',
     tests: ['effects', 'effects-ledger', 'fence-parts'],
   },
-  // Durable steps (src/storage/steps.ts, src/runtime/steps.ts).
+  // Durable steps (src/storage/flows/steps.ts, src/runtime/durable/steps.ts).
   {
     name: 'steps-record-without-fence',
     covers: 'durable steps',
-    file: 'src/storage/steps.ts',
+    file: 'src/storage/flows/steps.ts',
     find: '    WHERE ${LEASE_FENCE}\n',
     replace: '    WHERE j.id = input.id\n',
     tests: ['durable-steps'],
@@ -137,7 +137,7 @@ export const MUTANTS = [
   {
     name: 'steps-recorded-step-runs-again',
     covers: 'durable steps',
-    file: 'src/runtime/steps.ts',
+    file: 'src/runtime/durable/steps.ts',
     find: '    if (recorded) return recorded.result as T;\n',
     replace: '',
     tests: ['durable-steps'],
@@ -145,7 +145,7 @@ export const MUTANTS = [
   {
     name: 'steps-read-on-every-call',
     covers: 'durable steps',
-    file: 'src/runtime/steps.ts',
+    file: 'src/runtime/durable/steps.ts',
     find: 'this.#recorded ??= listSteps(',
     replace: 'this.#recorded = listSteps(',
     tests: ['durable-steps'],
@@ -153,7 +153,7 @@ export const MUTANTS = [
   {
     name: 'steps-no-order-check',
     covers: 'durable steps',
-    file: 'src/runtime/steps.ts',
+    file: 'src/runtime/durable/steps.ts',
     find: 'if (found.name !== key || found.kind !== kind) {',
     replace: 'if (found.kind !== kind) {',
     tests: ['durable-steps'],
@@ -161,16 +161,16 @@ export const MUTANTS = [
   {
     name: 'steps-sleep-never-hands-back',
     covers: 'durable steps',
-    file: 'src/runtime/steps.ts',
+    file: 'src/runtime/durable/steps.ts',
     find: '    if (remainingMs > 0) throw new SnoozeError(Math.ceil(remainingMs));\n',
     replace: '',
     tests: ['durable-steps'],
   },
-  // The claim: the fragments every claim is made of (src/storage/claim/fragments.ts).
+  // The claim: the fragments every claim is made of (src/storage/leases/claim/fragments.ts).
   {
     name: 'claim-no-token-bump',
     covers: 'fence token',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: '${set}lease_token = j.lease_token + 1,',
     replace: '${set}lease_token = j.lease_token,',
     tests: ['fencing', 'claim'],
@@ -179,7 +179,7 @@ export const MUTANTS = [
   {
     name: 'claim-keeps-old-claim-id',
     covers: 'claim id',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: '${set}lease_claim_id = ${grant.claimId},',
     replace: '${set}lease_claim_id = coalesce(j.lease_claim_id, ${grant.claimId}),',
     tests: ['claim-id', 'fence-parts'],
@@ -188,7 +188,7 @@ export const MUTANTS = [
   {
     name: 'claim-no-attempt-count',
     covers: 'expiry',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: 'attempt_count = j.attempt_count + 1,',
     replace: 'attempt_count = j.attempt_count,',
     tests: ['fencing', 'failures'],
@@ -196,7 +196,7 @@ export const MUTANTS = [
   {
     name: 'claim-ignores-schedule',
     covers: 'expiry',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: "  'waiting_parents = 0',\n  'available_at <= now()',\n",
     replace: "  'waiting_parents = 0',\n",
     tests: ['claim', 'failures'],
@@ -204,7 +204,7 @@ export const MUTANTS = [
   {
     name: 'claim-ignores-pending',
     covers: 'fence token',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: `  "status = 'pending'",\n`,
     replace: '',
     tests: ['claim', 'fencing'],
@@ -212,7 +212,7 @@ export const MUTANTS = [
   {
     name: 'claim-ignores-ordering',
     covers: 'ordering',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: "  'NOT awaits_predecessor',\n",
     replace: '',
     tests: ['ordering'],
@@ -221,7 +221,7 @@ export const MUTANTS = [
   {
     name: 'claim-ignores-flow-parents',
     covers: 'flow release',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: "  'waiting_parents = 0',\n",
     replace: '',
     tests: ['flows'],
@@ -229,7 +229,7 @@ export const MUTANTS = [
   {
     name: 'claim-no-skip-locked',
     covers: 'fence token',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: '    LIMIT ${window.limit}\n    FOR UPDATE SKIP LOCKED',
     replace: '    LIMIT ${window.limit}\n    FOR UPDATE',
     tests: ['claim'],
@@ -237,16 +237,16 @@ export const MUTANTS = [
   {
     name: 'claim-ignores-pause',
     covers: 'pause',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: 'AND (paused OR concurrency_limit_per_key IS NOT NULL OR rate_limit_max IS NOT NULL',
     replace: 'AND (concurrency_limit_per_key IS NOT NULL OR rate_limit_max IS NOT NULL',
     tests: ['cancel-pause'],
   },
-  // Per-key concurrency limits (src/storage/claim/per-key-limit.ts).
+  // Per-key concurrency limits (src/storage/leases/claim/per-key-limit.ts).
   {
     name: 'limited-claim-grants-past-limit',
     covers: 'per-key limits',
-    file: 'src/storage/claim/per-key-limit.ts',
+    file: 'src/storage/leases/claim/per-key-limit.ts',
     find: 'SET granted = least(excluded.granted, greatest(0, (SELECT per_key FROM settings) - k.running)),',
     replace: 'SET granted = excluded.granted,',
     tests: ['fairness'],
@@ -254,7 +254,7 @@ export const MUTANTS = [
   {
     name: 'limited-claim-ignores-running',
     covers: 'per-key limits',
-    file: 'src/storage/claim/per-key-limit.ts',
+    file: 'src/storage/leases/claim/per-key-limit.ts',
     find: 'greatest(0, (SELECT per_key FROM settings) - coalesce(k.running, 0)) AS room',
     replace: '(SELECT per_key FROM settings) AS room',
     tests: ['fairness'],
@@ -263,7 +263,7 @@ export const MUTANTS = [
     // Both guards at once: the snapshot's room and the counter row's grant.
     name: 'limited-claim-ignores-running-keys',
     covers: 'per-key limits',
-    file: 'src/storage/claim/per-key-limit.ts',
+    file: 'src/storage/leases/claim/per-key-limit.ts',
     find: 'greatest(0, (SELECT per_key FROM settings) - coalesce(k.running, 0)) AS room',
     replace: '(SELECT per_key FROM settings) AS room',
     more: [
@@ -274,11 +274,11 @@ export const MUTANTS = [
     ],
     tests: ['fairness', 'rate-limits'],
   },
-  // Rate limits (src/storage/claim/throttle.ts).
+  // Rate limits (src/storage/leases/claim/throttle.ts).
   {
     name: 'rate-limit-window-empty',
     covers: 'rate limits',
-    file: 'src/storage/claim/throttle.ts',
+    file: 'src/storage/leases/claim/throttle.ts',
     find: "rate_limit_per_ms::double precision * interval '1 millisecond' AS per,",
     replace: "rate_limit_per_ms::double precision * interval '0 millisecond' AS per,",
     tests: ['rate-limits'],
@@ -286,16 +286,16 @@ export const MUTANTS = [
   {
     name: 'rate-limit-thousandfold',
     covers: 'rate limits',
-    file: 'src/storage/claim/throttle.ts',
+    file: 'src/storage/leases/claim/throttle.ts',
     find: 'SELECT rate_limit_max AS rate_max,',
     replace: 'SELECT rate_limit_max * 1000 AS rate_max,',
     tests: ['rate-limits'],
   },
-  // The recovery sweep (src/storage/recover.ts).
+  // The recovery sweep (src/storage/leases/recover.ts).
   {
     name: 'sweep-recovers-live-leases',
     covers: 'sweep',
-    file: 'src/storage/recover.ts',
+    file: 'src/storage/leases/recover.ts',
     find: '      AND lease_expires_at <= now()\n    ORDER BY',
     replace: "      AND lease_expires_at <= now() + interval '1 hour'\n    ORDER BY",
     tests: ['fencing', 'recovery-sweep'],
@@ -305,7 +305,7 @@ export const MUTANTS = [
   {
     name: 'sweep-no-skip-locked',
     covers: 'sweep',
-    file: 'src/storage/recover.ts',
+    file: 'src/storage/leases/recover.ts',
     find: '    LIMIT $1\n    FOR UPDATE SKIP LOCKED',
     replace: '    LIMIT $1\n    FOR UPDATE',
     tests: ['fencing'],
@@ -313,7 +313,7 @@ export const MUTANTS = [
   {
     name: 'sweep-no-recheck',
     covers: 'sweep',
-    file: 'src/storage/recover.ts',
+    file: 'src/storage/leases/recover.ts',
     find: "    WHERE j.id = expired.id\n      AND j.status::text = 'running'\n      AND j.lease_expires_at <= now()",
     replace: '    WHERE j.id = expired.id',
     tests: ['fencing', 'recovery-sweep'],
@@ -324,7 +324,7 @@ export const MUTANTS = [
     // Both expiry tests of the sweep at once (either alone is the other's twin, above).
     name: 'sweep-recovers-live-leases-both-checks',
     covers: 'sweep',
-    file: 'src/storage/recover.ts',
+    file: 'src/storage/leases/recover.ts',
     find: '      AND lease_expires_at <= now()\n    ORDER BY',
     replace: '    ORDER BY',
     more: [['      AND j.lease_expires_at <= now()\n    RETURNING', '    RETURNING']],
@@ -334,7 +334,7 @@ export const MUTANTS = [
   {
     name: 'sweep-dead-one-attempt-late',
     covers: 'sweep',
-    file: 'src/storage/recover.ts',
+    file: 'src/storage/leases/recover.ts',
     find: 'WHEN j.attempt_count >= j.max_attempts\n                      THEN',
     replace: 'WHEN j.attempt_count > j.max_attempts\n                      THEN',
     tests: ['fencing', 'recovery-sweep', 'failures'],
@@ -342,16 +342,16 @@ export const MUTANTS = [
   {
     name: 'sweep-no-limit',
     covers: 'sweep',
-    file: 'src/storage/recover.ts',
+    file: 'src/storage/leases/recover.ts',
     find: '    ORDER BY lease_expires_at\n    LIMIT $1',
     replace: '    ORDER BY lease_expires_at',
     tests: ['fencing', 'recovery-sweep'],
   },
-  // The ordering hand-over (src/storage/ordering.ts).
+  // The ordering hand-over (src/storage/queues/ordering.ts).
   {
     name: 'ordering-release-any-waiter',
     covers: 'ordering',
-    file: 'src/storage/ordering.ts',
+    file: 'src/storage/queues/ordering.ts',
     find: '      ORDER BY w.id LIMIT 1)`;',
     replace: '      ORDER BY w.id DESC LIMIT 1)`;',
     tests: ['ordering'],
@@ -359,7 +359,7 @@ export const MUTANTS = [
   {
     name: 'ordering-release-not-pending',
     covers: 'ordering',
-    file: 'src/storage/ordering.ts',
+    file: 'src/storage/queues/ordering.ts',
     find: "WHERE w.id = a.head_id AND w.awaits_predecessor AND w.status = 'pending'${",
     replace: 'WHERE w.id = a.head_id AND w.awaits_predecessor${',
     tests: ['ordering', 'ordering-maintenance', 'ordering-repair'],
@@ -369,16 +369,16 @@ export const MUTANTS = [
   {
     name: 'ordering-head-never-advances',
     covers: 'ordering',
-    file: 'src/storage/ordering.ts',
+    file: 'src/storage/queues/ordering.ts',
     find: "THEN ${NEXT_WAITING(s, 'excluded.head_id')} ELSE k.head_id END,",
     replace: 'THEN k.head_id ELSE k.head_id END,',
     tests: ['ordering'],
   },
-  // The flow release (src/storage/flow-release.ts), in the completion's statement.
+  // The flow release (src/storage/flows/flow-release.ts), in the completion's statement.
   {
     name: 'flow-release-never-releases',
     covers: 'flow release',
-    file: 'src/storage/flow-release.ts',
+    file: 'src/storage/flows/flow-release.ts',
     find: '    SET waiting_parents = greatest(0, c.waiting_parents - e.n)\n    FROM (SELECT child_queue, child_id,',
     replace: '    SET waiting_parents = c.waiting_parents\n    FROM (SELECT child_queue, child_id,',
     tests: ['flows'],
@@ -387,19 +387,19 @@ export const MUTANTS = [
   {
     name: 'flow-release-resolves-twice',
     covers: 'flow release',
-    file: 'src/storage/flow-release.ts',
+    file: 'src/storage/flows/flow-release.ts',
     find: 'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children)) AND NOT d.resolved\n    RETURNING d.child_id, d.flow_id IS NULL AS invoked,\n',
     replace:
       'WHERE d.parent_id = ANY (ARRAY(SELECT id FROM ${source} WHERE has_children))\n    RETURNING d.child_id, d.flow_id IS NULL AS invoked,\n',
     tests: ['flows'],
   },
-  // The plain completion (src/storage/complete.ts, issue 28): a batch of plain jobs skips the
+  // The plain completion (src/storage/leases/complete.ts, issue 28): a batch of plain jobs skips the
   // ordering, key-slot and flow steps, and must still hand a job that needs them to the whole
   // statement; the worker must choose it from the claim's flag.
   {
     name: 'plain-completion-moves-featured-job',
     covers: 'plain completion',
-    file: 'src/storage/complete.ts',
+    file: 'src/storage/leases/complete.ts',
     find: "const PLAIN_ONLY = 'AND j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children';",
     replace: "const PLAIN_ONLY = 'AND true';",
     tests: ['complete-shapes'],
@@ -408,16 +408,16 @@ export const MUTANTS = [
   {
     name: 'claim-never-plain',
     covers: 'plain completion',
-    file: 'src/storage/claim/fragments.ts',
+    file: 'src/storage/leases/claim/fragments.ts',
     find: "export const CLAIMED_PLAIN =\n  '(j.ordering_key IS NULL AND NOT j.holds_key_slot AND NOT j.has_children) AS plain';",
     replace: "export const CLAIMED_PLAIN = 'false AS plain';",
     tests: ['complete-shapes'],
   },
-  // job.transaction (src/runtime/job-transaction.ts): the completion inside the handler's transaction.
+  // job.transaction (src/runtime/run/job-transaction.ts): the completion inside the handler's transaction.
   {
     name: 'transaction-commits-refused-completion',
     covers: 'job.transaction',
-    file: 'src/runtime/job-transaction.ts',
+    file: 'src/runtime/run/job-transaction.ts',
     find: '      if (!accepted) {\n        refused = true;\n        throw REFUSED;\n      }',
     replace: '      if (!accepted) {\n        refused = true;\n      }',
     tests: ['job-transaction'],
@@ -426,7 +426,7 @@ export const MUTANTS = [
   {
     name: 'transaction-completes-outside',
     covers: 'job.transaction',
-    file: 'src/runtime/job-transaction.ts',
+    file: 'src/runtime/run/job-transaction.ts',
     find: 'accepted = (await completeJobs(db, store.schema, [ref])).has(host.lease.jobId);',
     replace: 'accepted = (await completeJobs(store.pool, store.schema, [ref])).has(host.lease.jobId);',
     tests: ['job-transaction'],
@@ -434,7 +434,7 @@ export const MUTANTS = [
   {
     name: 'transaction-lane-move-is-an-error',
     covers: 'job.transaction',
-    file: 'src/runtime/job-transaction.ts',
+    file: 'src/runtime/run/job-transaction.ts',
     find: '    if (presented && !accepted && isMovedRowConflict(err)) return { done: false, error: err };\n',
     replace: '',
     tests: ['job-transaction'],
@@ -452,16 +452,16 @@ export const MUTANTS = [
   {
     name: 'replace-keeps-running-job',
     covers: 'dedupe replace',
-    file: 'src/storage/enqueue/dedupe.ts',
+    file: 'src/storage/jobs/enqueue/dedupe.ts',
     find: "WHERE o.outcome = 'replaced' AND j.id = t.id AND j.status = 'running'",
     replace: "WHERE o.outcome = 'replaced' AND j.id = t.id AND j.status = 'running' AND false",
     tests: ['dedupe'],
   },
-  // Round-robin fairness (src/storage/claim/round-robin.ts, 022).
+  // Round-robin fairness (src/storage/leases/claim/round-robin.ts, 022).
   {
     name: 'fair-claim-key-by-key',
     covers: 'round-robin',
-    file: 'src/storage/claim/round-robin.ts',
+    file: 'src/storage/leases/claim/round-robin.ts',
     find: '    ORDER BY round, pos\n    LIMIT ${limit}',
     replace: '    ORDER BY pos, round\n    LIMIT ${limit}',
     tests: ['fairness-round-robin'],
@@ -469,7 +469,7 @@ export const MUTANTS = [
   {
     name: 'fair-claim-cursor-stays',
     covers: 'round-robin',
-    file: 'src/storage/claim/round-robin.ts',
+    file: 'src/storage/leases/claim/round-robin.ts',
     find: '    SET last_key = coalesce(\n          ${served},\n          (SELECT key FROM walked_last))',
     replace: '    SET last_key = t.last_key',
     tests: ['fairness-round-robin'],
@@ -477,7 +477,7 @@ export const MUTANTS = [
   {
     name: 'fair-claim-across-priorities',
     covers: 'round-robin',
-    file: 'src/storage/claim/round-robin.ts',
+    file: 'src/storage/leases/claim/round-robin.ts',
     find: '        AND fairness_key IS NOT NULL\n        AND priority = (SELECT priority FROM top)`;',
     replace: '        AND fairness_key IS NOT NULL`;',
     tests: ['fairness-round-robin'],
@@ -485,7 +485,7 @@ export const MUTANTS = [
   {
     name: 'fair-claim-shares-with-keys-not-due',
     covers: 'round-robin',
-    file: 'src/storage/claim/round-robin.ts',
+    file: 'src/storage/leases/claim/round-robin.ts',
     find: '    SELECT key, pos FROM walked WHERE due\n',
     replace: '    SELECT key, pos FROM walked\n',
     tests: ['fairness-round-robin'],
@@ -493,17 +493,17 @@ export const MUTANTS = [
   {
     name: 'fair-claim-stops-at-keys-not-due',
     covers: 'round-robin',
-    file: 'src/storage/claim/round-robin.ts',
+    file: 'src/storage/leases/claim/round-robin.ts',
     find: "    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key, due)\n    WHERE w.n_due < ${limit}",
     replace:
       "    FROM after_turn AS w, LATERAL ${nextKey(s, 'w.key')} AS following (key, due)\n    WHERE w.pos < ${limit}",
     tests: ['fairness-round-robin'],
   },
-  // The schedule tick (src/storage/schedule-fire.ts).
+  // The schedule tick (src/storage/schedules/schedule-fire.ts).
   {
     name: 'schedule-tick-fires-twice',
     covers: 'schedule tick',
-    file: 'src/storage/schedule-fire.ts',
+    file: 'src/storage/schedules/schedule-fire.ts',
     find: '    ON CONFLICT (schedule_name, tick_at) DO NOTHING\n',
     replace: '    ON CONFLICT (schedule_name, tick_at) DO UPDATE SET job_id = excluded.job_id\n',
     more: [['      AND last_tick_at IS NOT DISTINCT FROM $3::timestamptz\n', '']],
@@ -512,16 +512,16 @@ export const MUTANTS = [
   {
     name: 'schedule-tick-fires-paused',
     covers: 'schedule tick',
-    file: 'src/storage/schedule-fire.ts',
+    file: 'src/storage/schedules/schedule-fire.ts',
     find: 'WHERE name = $1 AND revision = $2::bigint AND NOT paused',
     replace: 'WHERE name = $1',
     tests: ['scheduler', 'schedules'],
   },
-  // Batch handlers (src/runtime/batch-runner.ts, src/runtime/batch-transaction.ts).
+  // Batch handlers (src/runtime/batch/batch-runner.ts, src/runtime/batch/batch-transaction.ts).
   {
     name: 'batch-transaction-partial-commit',
     covers: 'batch handler',
-    file: 'src/runtime/batch-transaction.ts',
+    file: 'src/runtime/batch/batch-transaction.ts',
     find: 'if (accepted === null || accepted.size < items.length) throw REFUSED;',
     replace: 'if (accepted === null) throw REFUSED;',
     tests: ['batch-handlers'],
@@ -530,16 +530,16 @@ export const MUTANTS = [
   {
     name: 'batch-results-dropped',
     covers: 'batch handler',
-    file: 'src/runtime/batch-runner.ts',
+    file: 'src/runtime/batch/batch-runner.ts',
     find: 'this.#completed(item, (value as readonly unknown[] | undefined)?.[i])',
     replace: 'this.#completed(item, undefined)',
     tests: ['batch-handlers'],
   },
-  // Why a handler was stopped (src/runtime/lease-keeper.ts).
+  // Why a handler was stopped (src/runtime/run/lease-keeper.ts).
   {
     name: 'abort-cancel-read-as-lease-lost',
     covers: 'abort reason',
-    file: 'src/runtime/lease-keeper.ts',
+    file: 'src/runtime/run/lease-keeper.ts',
     find: "cancelled.has(leaseKey(job.lease)) ? 'cancelled' : 'lease-lost'",
     replace: "'lease-lost'",
     tests: ['abort-reasons', 'cancel-pause'],

@@ -34,7 +34,7 @@ async function missingRequirement() {
   }
   // The high-availability rig (test/system/ha-failover.test.ts) installs its managers' Debian
   // packages itself; where it cannot, the suite refuses here, naming them.
-  const { ensurePackages } = await import('../chaos/ha-packages.mjs');
+  const { ensurePackages } = await import('../chaos/ha/ha-packages.mjs');
   for (const manager of ['patroni', 'pg_auto_failover']) {
     const cannot = ensurePackages(manager);
     if (cannot !== null) return cannot;

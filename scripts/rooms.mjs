@@ -3,7 +3,7 @@
 // the one `npm run lint` enforces: change the table and the code together.
 //
 // Each row is `| room | files | may import |`: the room's name in backticks; its files as
-// backticked paths under src/ (`storage/` a folder, `lease.ts` one file; the longest path that
+// backticked paths under src/ (`storage/` a folder, `client.ts` one file; the longest path that
 // matches a file decides its room); the rooms it may import, in backticks (`—` for none). Every
 // room may import its own files and the room named `leaves`.
 

@@ -9,8 +9,7 @@ import type {
   LeaseholdOptions,
   PruneOptions,
   Queryable,
-} from './client-options.js';
-import type { BackoffOptions } from './config.js';
+} from './context/client-options.js';
 import {
   assertOpen,
   closeContext,
@@ -18,10 +17,8 @@ import {
   type LeaseholdContext,
   publicCall,
   resolveContext,
-} from './context.js';
-import type { CombinedEnqueueCounts } from './enqueue-combiner.js';
-import type { JobWithHistory } from './job-history.js';
-import type { Lease } from './lease.js';
+} from './context/context.js';
+import type { CombinedEnqueueCounts } from './context/enqueue-combiner.js';
 import type { CancelOptions, CancelResult } from './operations/operator/cancel.js';
 import type { DeadJobPage, ListDeadOptions } from './operations/operator/dead.js';
 import type { Job } from './operations/operator/jobs.js';
@@ -58,9 +55,12 @@ import {
 import { type RecoverOptions, recoverExpired } from './operations/worker/recovery.js';
 import type { RefusalCount } from './operations/worker/refusals.js';
 import type { RunUntilIdleOptions } from './operations/worker/run-until-idle.js';
+import type { JobWithHistory } from './records/job-history.js';
+import type { Lease } from './records/lease.js';
 import type { IdleRunResult } from './runtime/idle-run.js';
 import type { AnyTask, TaskPayload, TaskResult } from './runtime/task.js';
 import { Worker, type WorkerOptions } from './runtime/worker.js';
+import type { BackoffOptions } from './shared/config.js';
 
 // The calls a producer or a worker never makes load on the first one (see operator-calls.ts).
 const operatorCalls = () => import('./operator-calls.js');
@@ -85,7 +85,7 @@ export type {
   FailOptions,
   LeaseholdOptions,
   PruneOptions,
-} from './client-options.js';
+} from './context/client-options.js';
 
 /** One job of `lh.enqueueMany(task, items)`: its payload typed by the task. */
 export type TaskItem<T extends AnyTask> = Omit<EnqueueItem, 'payload'> & { payload: TaskPayload<T> };
@@ -93,7 +93,7 @@ export type TaskItem<T extends AnyTask> = Omit<EnqueueItem, 'payload'> & { paylo
 /**
  * The Leasehold client: enqueue work, claim it under an expiring lease, and report outcomes that
  * are accepted only while that lease is current. Every method forwards to the module of its call
- * (src/operations/), over the context resolved once from the options (src/context.ts). A file of
+ * (src/operations/), over the context resolved once from the options (src/context/context.ts). A file of
  * forwards only (scripts/forwards.mjs states the rule that lets it pass the length bound).
  */
 export class Leasehold {

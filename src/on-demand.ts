@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { contextOf, type Leasehold } from './client.js';
-import type { LeaseholdContext } from './context.js';
+import type { LeaseholdContext } from './context/context.js';
 import type { DashboardCore } from './dashboard/core.js';
 import type { DashboardHandlerOptions, DashboardRequestHandler } from './dashboard/handler-options.js';
 import type { Dashboard, DashboardOptions } from './dashboard/server.js';
 import type { EmbeddedPostgres, EmbeddedPostgresOptions } from './embedded.js';
-import { ValidationError } from './errors.js';
-import { rejectUnknownOptions } from './unknown-options.js';
+import { ValidationError } from './shared/errors.js';
+import { rejectUnknownOptions } from './shared/unknown-options.js';
 
 // `import 'leasehold'` loads what producers and workers run. The embedded server and the dashboard
 // (an HTTP server, its page and its routes) are exported from it too, but their modules are

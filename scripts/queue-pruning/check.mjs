@@ -6,9 +6,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { Leasehold } from '../../dist/index.js';
-import { claimJobs } from '../../dist/storage/claim.js';
-import { recoverExpiredLeases } from '../../dist/storage/recover.js';
-import { replayListed } from '../../dist/storage/replay.js';
+import { claimJobs } from '../../dist/storage/leases/claim.js';
+import { recoverExpiredLeases } from '../../dist/storage/leases/recover.js';
+import { replayListed } from '../../dist/storage/operator/replay.js';
 import { explainStatement } from './explain.mjs';
 import { buildQueueLayout, QUEUE_TABLES } from './layout.mjs';
 

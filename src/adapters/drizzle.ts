@@ -4,7 +4,7 @@
  * only from here. Works with Drizzle on node-postgres and on postgres.js.
  */
 import { type SQL, sql } from 'drizzle-orm';
-import type { TransactionAdapter } from '../runtime/job-transaction.js';
+import type { TransactionAdapter } from '../runtime/run/job-transaction.js';
 import type { Queryable } from '../storage/db.js';
 import { toQueryable } from './queryable.js';
 

@@ -3,7 +3,7 @@
  * handler a Knex transaction. Knex is an optional peer dependency, loaded only from here.
  */
 import type { Knex } from 'knex';
-import type { TransactionAdapter } from '../runtime/job-transaction.js';
+import type { TransactionAdapter } from '../runtime/run/job-transaction.js';
 import type { Queryable } from '../storage/db.js';
 import { toQueryable } from './queryable.js';
 

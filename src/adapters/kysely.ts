@@ -3,7 +3,7 @@
  * the handler a Kysely transaction. Kysely is an optional peer dependency, loaded only from here.
  */
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
-import type { TransactionAdapter } from '../runtime/job-transaction.js';
+import type { TransactionAdapter } from '../runtime/run/job-transaction.js';
 import type { Queryable } from '../storage/db.js';
 import { toQueryable } from './queryable.js';
 

@@ -4,7 +4,7 @@
  * dependency, loaded only from here (this module imports only its types).
  */
 import type { Sql, TransactionSql } from 'postgres';
-import type { TransactionAdapter } from '../runtime/job-transaction.js';
+import type { TransactionAdapter } from '../runtime/run/job-transaction.js';
 import type { Queryable } from '../storage/db.js';
 import { toQueryable } from './queryable.js';
 

@@ -4,7 +4,7 @@
  * imports nothing from Prisma (whose client is generated per project), so it loads without it.
  * Statements go through `$queryRawUnsafe` with `$n` parameters.
  */
-import type { TransactionAdapter } from '../runtime/job-transaction.js';
+import type { TransactionAdapter } from '../runtime/run/job-transaction.js';
 import type { Queryable } from '../storage/db.js';
 import { toQueryable } from './queryable.js';
 

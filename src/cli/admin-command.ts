@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import type { LeaseholdContext } from '../context.js';
+import type { LeaseholdContext } from '../context/context.js';
 import {
   type AdminFlags,
   addAdminOptions,

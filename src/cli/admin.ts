@@ -1,6 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import type { LeaseholdOptions } from '../client-options.js';
-import { closeContext, type LeaseholdContext, resolveContext } from '../context.js';
+import type { LeaseholdOptions } from '../context/client-options.js';
+import { closeContext, type LeaseholdContext, resolveContext } from '../context/context.js';
 import { assertDatabaseUrl, type ConnectionFlags, givenDatabaseUrl } from './connection.js';
 import { assertMigrated, explainDatabaseError } from './database-errors.js';
 import { CliError } from './errors.js';

@@ -1,6 +1,6 @@
 import { type Command, Option } from 'commander';
 import pg from 'pg';
-import { closeContext, type LeaseholdContext, resolveContext } from '../context.js';
+import { closeContext, type LeaseholdContext, resolveContext } from '../context/context.js';
 import { startCommandServer } from './embedded-server.js';
 import { CliError, describeError } from './errors.js';
 import type { Interrupt } from './interrupt.js';

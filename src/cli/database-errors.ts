@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { failureReason, isConnectionFailure } from '../connection/failure.js';
-import { isLeaseholdError } from '../errors.js';
 import { schemaVersion } from '../migrations/migrator.js';
+import { isLeaseholdError } from '../shared/errors.js';
 import { CliError } from './errors.js';
 
 // SQLSTATEs that mean "these tables are not there": undefined table, undefined schema.

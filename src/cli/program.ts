@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
-import { packageFileUrl } from '../package-files.js';
+import { packageFileUrl } from '../shared/package-files.js';
 import { contextFromFlags, type OpenContext } from './admin.js';
 import { adminCommands } from './admin-commands.js';
 import { checkCommand } from './commands/check.js';

@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { MAX_LEASE_MS } from '../config.js';
-import { DEFAULT_POOL_SIZE } from '../defaults.js';
-import { ValidationError } from '../errors.js';
-import { optionalInt } from '../validation.js';
+import { MAX_LEASE_MS } from '../shared/config.js';
+import { DEFAULT_POOL_SIZE } from '../shared/defaults.js';
+import { ValidationError } from '../shared/errors.js';
+import { optionalInt } from '../shared/validation.js';
 import {
   createLeaseholdPool,
   DEFAULT_CONNECT_TIMEOUT_MS,

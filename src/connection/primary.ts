@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { DatabaseError } from '../errors.js';
+import { DatabaseError } from '../shared/errors.js';
 import { describeHost, type HostAddress, type TargetSessionAttrs } from './settings.js';
 import type { StatementWatch } from './statement-watch.js';
 

@@ -1,5 +1,5 @@
 import { parse } from 'pg-connection-string';
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../shared/errors.js';
 
 /** One server of a host list. */
 export interface HostAddress {

@@ -1,5 +1,5 @@
-import type { EnqueueOptions } from '../client-options.js';
-import type { LeaseholdContext } from '../context.js';
+import type { EnqueueOptions } from '../context/client-options.js';
+import type { LeaseholdContext } from '../context/context.js';
 import {
   type BulkActionKind,
   type BulkOptions,

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { LeaseholdContext } from '../context.js';
-import { ValidationError } from '../errors.js';
+import type { LeaseholdContext } from '../context/context.js';
 import type { AnyTask } from '../runtime/task.js';
+import { ValidationError } from '../shared/errors.js';
 import { dashboardApi } from './api.js';
 import type { DashboardRole } from './handler-options.js';
 import { appendCookie, readJson, sendError, sendHtml, sendJson } from './http.js';

@@ -10,7 +10,7 @@ export interface FilterControl {
   hint?: string;
 }
 
-// Labels and hints per filter; a filter added to storage/search.ts without one here still gets a
+// Labels and hints per filter; a filter added to storage/operator/search.ts without one here still gets a
 // text control named after it.
 const LABELS: Record<string, { label: string; hint?: string }> = {
   id: { label: 'Job id' },

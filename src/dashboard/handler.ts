@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { LeaseholdContext } from '../context.js';
+import type { LeaseholdContext } from '../context/context.js';
 import { type DashboardCore, dashboardCore } from './core.js';
 import type { DashboardHandlerOptions, DashboardRole } from './handler-options.js';
 import { sendJson } from './http.js';

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isLeaseholdError, ValidationError } from '../errors.js';
+import { isLeaseholdError, ValidationError } from '../shared/errors.js';
 
 /** Largest request body accepted, in bytes: a reason, a filter, or a payload enqueued from the form. */
 export const MAX_BODY = 65_536;

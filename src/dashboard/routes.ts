@@ -1,7 +1,7 @@
-import { ValidationError } from '../errors.js';
 import type { BulkActionKind } from '../operations/operator/bulk.js';
 import { type JobSearch, SEARCH_FILTERS } from '../operations/operator/search.js';
 import type { AnyTask } from '../runtime/task.js';
+import { ValidationError } from '../shared/errors.js';
 import type { DashboardApi } from './api.js';
 import { filterControls } from './filters.js';
 import { cutText } from './security.js';
@@ -21,7 +21,7 @@ export interface RouteContext {
   throughput: ThroughputHistory;
 }
 
-// Every filter of storage/search.ts, and the three criteria that are not one of its entries.
+// Every filter of storage/operator/search.ts, and the three criteria that are not one of its entries.
 const SEARCH_PARAMS = ['task', 'status', 'payload', ...SEARCH_FILTERS.map((filter) => filter.name)];
 
 /** The search a query string or a JSON object names (empty values left out). */

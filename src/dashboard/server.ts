@@ -2,10 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { contextOf, type Leasehold } from '../client.js';
-import type { LeaseholdContext } from '../context.js';
-import { ValidationError } from '../errors.js';
+import type { LeaseholdContext } from '../context/context.js';
 import type { AnyTask } from '../runtime/task.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
+import { ValidationError } from '../shared/errors.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
 import { dashboardCore } from './core.js';
 import type { DashboardRole } from './handler-options.js';
 import { sendJson } from './http.js';

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { packageFileUrl } from '../package-files.js';
+import { packageFileUrl } from '../shared/package-files.js';
 
 /** A file the dashboard serves under `/assets/`. */
 export interface StaticAsset {

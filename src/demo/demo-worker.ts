@@ -1,6 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import type { WorkerCounters } from '../index.js';
-import { packageFilePath } from '../package-files.js';
+import { packageFilePath } from '../shared/package-files.js';
 import type { DemoWorkerConfig, FromWorkerMessage, ToWorkerMessage } from './messages.js';
 import { abortError, waitUntil } from './wait.js';
 

@@ -14,7 +14,7 @@ import {
 import { createRequire } from 'node:module';
 import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { EmbeddedPostgresError } from '../errors.js';
+import { EmbeddedPostgresError } from '../shared/errors.js';
 import { closedFolderOnPath, firstLine, isRoot, type ServerUser } from './server-user.js';
 
 /** The PostgreSQL programs an embedded server runs, in a folder its user can reach. */

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chownSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { EmbeddedPostgresError } from '../errors.js';
+import { EmbeddedPostgresError } from '../shared/errors.js';
 import type { PostgresBinaries } from './binaries.js';
 import type { ServerUser } from './server-user.js';
 

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { parse, resolve, sep } from 'node:path';
-import { EmbeddedPostgresError } from '../errors.js';
+import { EmbeddedPostgresError } from '../shared/errors.js';
 
 /** The system user an embedded server runs as when this process is root. */
 export interface ServerUser {

@@ -1,9 +1,9 @@
-import { DEFAULT_AGING_LIMIT } from '../defaults.js';
-import { agePendingJobs, listAgingQueues } from '../storage/aging.js';
-import { type OrderingKeyCursor, repairOrderingKeys, scanOrderingKeys } from '../storage/ordering.js';
+import { DEFAULT_AGING_LIMIT } from '../shared/defaults.js';
+import { type OrderingKeyCursor, repairOrderingKeys, scanOrderingKeys } from '../storage/queues/ordering.js';
+import { agePendingJobs, listAgingQueues } from '../storage/upkeep/aging.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
-export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from '../defaults.js';
+export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from '../shared/defaults.js';
 
 /** Most queues with aging one pass visits. */
 const MAX_AGING_QUEUES = 1000;

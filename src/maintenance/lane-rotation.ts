@@ -1,9 +1,9 @@
-import { DatabaseError } from '../errors.js';
+import { DatabaseError } from '../shared/errors.js';
 import type { Queryable } from '../storage/db.js';
-import { moveLaneRows, truncateDrainedLanes } from '../storage/lanes.js';
+import { moveLaneRows, truncateDrainedLanes } from '../storage/roles/lanes.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
-export { DEFAULT_LANE_ROTATION_INTERVAL_MS } from '../defaults.js';
+export { DEFAULT_LANE_ROTATION_INTERVAL_MS } from '../shared/defaults.js';
 
 /** Rows one move statement takes out of each lane: one short transaction of bounded size. */
 const MOVE_BATCH = 2000;

@@ -1,7 +1,7 @@
-import { DEFAULT_RECOVERY_LIMIT } from '../defaults.js';
+import { DEFAULT_RECOVERY_LIMIT } from '../shared/defaults.js';
+import { MAX_BATCH } from '../shared/validation.js';
 import type { Queryable } from '../storage/db.js';
-import { msUntilNextLeaseExpiry, recoverExpiredLeases } from '../storage/recover.js';
-import { MAX_BATCH } from '../validation.js';
+import { msUntilNextLeaseExpiry, recoverExpiredLeases } from '../storage/leases/recover.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
 /** What one recovery pass moved. */

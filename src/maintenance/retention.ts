@@ -1,12 +1,16 @@
 import type pg from 'pg';
-import { DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_LIMIT, DEFAULT_SUCCEEDED_RETENTION_MS } from '../defaults.js';
-import { isLeaseholdError, PermissionError } from '../errors.js';
+import {
+  DEFAULT_PRUNE_BATCH,
+  DEFAULT_PRUNE_LIMIT,
+  DEFAULT_SUCCEEDED_RETENTION_MS,
+} from '../shared/defaults.js';
+import { isLeaseholdError, PermissionError } from '../shared/errors.js';
 import type { Queryable } from '../storage/db.js';
-import { pruneFlowsBatch } from '../storage/flows.js';
-import { recordKnownQueues } from '../storage/known-queues.js';
-import { withMaintenanceLock } from '../storage/maintenance-lock.js';
-import { pruneRateLimitKeysBatch, type RateLimitKeyCursor } from '../storage/rate-limits.js';
-import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/retention.js';
+import { pruneFlowsBatch } from '../storage/flows/flows.js';
+import { recordKnownQueues } from '../storage/queues/known-queues.js';
+import { pruneRateLimitKeysBatch, type RateLimitKeyCursor } from '../storage/queues/rate-limits.js';
+import { withMaintenanceLock } from '../storage/upkeep/maintenance-lock.js';
+import { type FinishedCursor, pruneFinishedBatch, pruneTerminalBatch } from '../storage/upkeep/retention.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
 export {
@@ -14,7 +18,7 @@ export {
   DEFAULT_PRUNE_INTERVAL_MS,
   DEFAULT_PRUNE_LIMIT,
   DEFAULT_SUCCEEDED_RETENTION_MS,
-} from '../defaults.js';
+} from '../shared/defaults.js';
 
 /** What one retention pass removed. */
 export interface PruneResult {

@@ -1,5 +1,5 @@
 import { Cron } from 'croner';
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../shared/errors.js';
 
 /**
  * A schedule's timetable: which instants a cron expression names in a time zone. Cron syntax,

@@ -2,11 +2,11 @@ import {
   DEFAULT_SCHEDULE_LATE_AFTER_MS,
   DEFAULT_SCHEDULE_TICK_PRUNE_INTERVAL_MS,
   DEFAULT_SCHEDULE_TICKS_KEPT,
-} from '../defaults.js';
-import { isLeaseholdError, PermissionError } from '../errors.js';
+} from '../shared/defaults.js';
+import { isLeaseholdError, PermissionError } from '../shared/errors.js';
 import type { Queryable } from '../storage/db.js';
-import { fireScheduleTicks, pruneScheduleTicks } from '../storage/schedule-fire.js';
-import { listScheduleRows, type ScheduleRow } from '../storage/schedules.js';
+import { fireScheduleTicks, pruneScheduleTicks } from '../storage/schedules/schedule-fire.js';
+import { listScheduleRows, type ScheduleRow } from '../storage/schedules/schedules.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 import type { CatchUpRule } from './schedule-ticks.js';
 import { loadTimetables } from './timetables.js';
@@ -15,7 +15,7 @@ export {
   DEFAULT_SCHEDULE_INTERVAL_MS,
   DEFAULT_SCHEDULE_LATE_AFTER_MS,
   DEFAULT_SCHEDULE_TICKS_KEPT,
-} from '../defaults.js';
+} from '../shared/defaults.js';
 
 /** Schedules read per statement of a pass. */
 const SCHEDULE_PAGE = 500;

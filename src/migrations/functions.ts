@@ -1,11 +1,11 @@
 import type { Queryable } from '../storage/db.js';
 import { quoteIdent } from '../storage/db.js';
-import { schemaFunctions } from '../storage/functions.js';
-import { SQL_API_NAMES, SQL_API_VERSION, sqlApi } from '../storage/sql-api.js';
+import { schemaFunctions } from '../storage/roles/functions.js';
+import { SQL_API_NAMES, SQL_API_VERSION, sqlApi } from '../storage/roles/sql-api.js';
 
 /**
- * The names of this version's SECURITY DEFINER functions (storage/functions.ts) that `schema` lacks,
- * and, on a schema at `version` 23 or later, the stable SQL API functions (storage/sql-api.ts) not
+ * The names of this version's SECURITY DEFINER functions (storage/roles/functions.ts) that `schema` lacks,
+ * and, on a schema at `version` 23 or later, the stable SQL API functions (storage/roles/sql-api.ts) not
  * written by this version: one catalog read. Empty once migrate() installed them; a library
  * upgrade that changed a statement finds its new function missing (and the SQL API's bodies
  * stale), even though no migration is pending.

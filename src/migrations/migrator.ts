@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import type pg from 'pg';
-import { SchemaVersionError, toDatabaseError } from '../errors.js';
-import { packageFilePath, packageFileUrl } from '../package-files.js';
+import { SchemaVersionError, toDatabaseError } from '../shared/errors.js';
+import { packageFilePath, packageFileUrl } from '../shared/package-files.js';
 import { guardCheckedOut, quoteIdent } from '../storage/db.js';
 import { installFunctions, missingFunctions } from './functions.js';
 
@@ -13,25 +13,53 @@ export interface Migration {
 }
 
 const MIGRATION_FILE = /^(\d{3})_([a-z0-9_]+)\.sql$/;
+// The SQL files sit ten to a folder by number (`sql/001-010/`, `sql/011-020/`, ...), so that no
+// folder of src/ grows past the width docs/architecture.md allows; the folders are read in full and
+// the files ordered by number, so the grouping never changes what runs or in what order.
+const RANGE_FOLDER = /^(\d{3})-(\d{3})$/;
 // Arbitrary but fixed first key of the two-key advisory lock; the second is derived from the schema.
 const ADVISORY_LOCK_CLASS = 0x4c48;
 
 let cached: Migration[] | undefined;
 
-/** The migrations shipped with this version, in order. */
+/**
+ * The migrations shipped with this version, in order. A migration file outside its number's range
+ * folder (say a new 028 put directly in sql/) fails every call, so it can never be skipped unseen.
+ */
 export function loadMigrations(): Migration[] {
   if (cached) return cached;
-  const dir = packageFilePath('migrations/sql/');
-  cached = readdirSync(dir)
-    .map((file) => ({ file, match: MIGRATION_FILE.exec(file) }))
-    .filter((entry): entry is { file: string; match: RegExpExecArray } => entry.match !== null)
-    .map(({ file, match }) => ({
-      version: Number(match[1]),
-      name: match[2] ?? file,
-      sql: readFileSync(packageFileUrl(`migrations/sql/${file}`), 'utf8'),
-    }))
-    .sort((a, b) => a.version - b.version);
+  const found: Migration[] = [];
+  for (const entry of readdirSync(packageFilePath('migrations/sql/'), { withFileTypes: true })) {
+    const range = RANGE_FOLDER.exec(entry.name);
+    if (!entry.isDirectory() || !range) {
+      if (entry.name.endsWith('.sql')) throw misplacedMigration(entry.name, 'sql/');
+      continue;
+    }
+    const [low, high] = [Number(range[1]), Number(range[2])];
+    for (const file of readdirSync(packageFilePath(`migrations/sql/${entry.name}/`))) {
+      const match = MIGRATION_FILE.exec(file);
+      if (!match) continue;
+      const version = Number(match[1]);
+      if (version < low || version > high) throw misplacedMigration(file, `sql/${entry.name}/`);
+      found.push({
+        version,
+        name: match[2] ?? file,
+        sql: readFileSync(packageFileUrl(`migrations/sql/${entry.name}/${file}`), 'utf8'),
+      });
+    }
+  }
+  cached = found.sort((a, b) => a.version - b.version);
   return cached;
+}
+
+/** A packaging mistake in this repository, not a user's: named so the fix is obvious. */
+function misplacedMigration(file: string, folder: string): Error {
+  const version = Number(MIGRATION_FILE.exec(file)?.[1] ?? Number.NaN);
+  const low = Math.floor((version - 1) / 10) * 10 + 1;
+  const home = Number.isFinite(version)
+    ? `sql/${String(low).padStart(3, '0')}-${String(low + 9).padStart(3, '0')}/`
+    : 'a sql/NNN-NNN/ folder, named NNN_name.sql';
+  return new Error(`migration file ${file} is in ${folder}; it belongs in ${home}`);
 }
 
 /** What `migrate()` did. */
@@ -49,7 +77,7 @@ export interface MigrateResult {
 
 /**
  * Brings `schema` up to the latest migration in one transaction, and installs this version's
- * SECURITY DEFINER functions (storage/functions.ts) where they are missing, even on a schema whose
+ * SECURITY DEFINER functions (storage/roles/functions.ts) where they are missing, even on a schema whose
  * version is current (a library upgrade may change a statement without a migration). Many
  * processes may call it at once: an advisory lock serialises them, and the later ones find nothing
  * left to do. A schema already at the latest version with its functions is only read, so a role
@@ -198,7 +226,7 @@ function newerSchema(schema: string, current: number, latest: number): SchemaVer
  * (or `PermissionError`) when the server is refused, unreachable or refuses the login,
  * `SchemaVersionError` when the schema was never migrated or was migrated by a newer Leasehold.
  * An older but migrated schema is accepted: a rolling upgrade runs workers while migrating
- * (storage/lane-routing.ts serves a schema from before 018).
+ * (storage/roles/lane-routing.ts serves a schema from before 018).
  */
 export async function assertSchemaUsable(pool: pg.Pool, schema: string, operation: string): Promise<void> {
   let current: number;

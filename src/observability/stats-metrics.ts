@@ -1,7 +1,7 @@
 import { Counter, Gauge, type Registry, register } from 'prom-client';
 import { contextOf, type Leasehold } from '../client.js';
-import type { LeaseholdContext } from '../context.js';
-import type { CombinedEnqueueCounts } from '../enqueue-combiner.js';
+import type { LeaseholdContext } from '../context/context.js';
+import type { CombinedEnqueueCounts } from '../context/enqueue-combiner.js';
 import { type LeaseholdStats, readStats, type StatsOptions } from '../operations/queues/stats.js';
 import type { ThrottleStats } from '../operations/queues/throttle-stats.js';
 

@@ -1,5 +1,5 @@
 import type { Queryable } from '../storage/db.js';
-import { attachTraceparent, readTraceparents } from '../storage/traces.js';
+import { attachTraceparent, readTraceparents } from '../storage/jobs/traces.js';
 
 // OpenTelemetry is optional: its API is imported at run time when installed. Only its type is
 // named here, and no exported signature mentions it, so users without it need nothing.

@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type pg from 'pg';
 import { Counter, Gauge, Histogram, type Registry, register } from 'prom-client';
-import type { AbortReason } from '../runtime/job-context.js';
+import type { AbortReason } from '../runtime/run/job-context.js';
 import type { ClaimInfo, FlushInfo, OutcomeDetail } from '../runtime/telemetry-events.js';
 import type { OutcomeResult, WorkerEventSource } from '../runtime/worker-events.js';
 import { attemptLabel, BoundedLabels } from './labels.js';

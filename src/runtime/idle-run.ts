@@ -1,8 +1,8 @@
-import { ValidationError } from '../errors.js';
 import { type RecoveryResult, recoveryPass, SWEEP_BATCHES } from '../maintenance/recovery.js';
+import { ValidationError } from '../shared/errors.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
+import { optionalInt } from '../shared/validation.js';
 import type { Queryable } from '../storage/db.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { optionalInt } from '../validation.js';
 import type { WorkerCounters } from './worker-events.js';
 
 /** Bounds of `worker.runUntilIdle()` (and of `lh.runUntilIdle()`). */

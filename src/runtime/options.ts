@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { type BackoffOptions, DEFAULT_BACKOFF, resolveBackoff } from '../config.js';
-import { WORKER_DEFAULTS } from '../defaults.js';
-import { ValidationError } from '../errors.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertOwner, MAX_BATCH, optionalBoolean, optionalInt } from '../validation.js';
-import { type OutputLimits, resolveOutputLimits } from './job-output.js';
+import { type BackoffOptions, DEFAULT_BACKOFF, resolveBackoff } from '../shared/config.js';
+import { WORKER_DEFAULTS } from '../shared/defaults.js';
+import { ValidationError } from '../shared/errors.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
+import { assertOwner, MAX_BATCH, optionalBoolean, optionalInt } from '../shared/validation.js';
 import {
   type JobHandler,
   KNOWN_QUEUE_KEYS,
@@ -16,6 +15,7 @@ import {
   resolveQueue,
   type WorkerTask,
 } from './queue-options.js';
+import { type OutputLimits, resolveOutputLimits } from './run/job-output.js';
 import type { Logger } from './worker-logger.js';
 
 export type {
@@ -103,7 +103,7 @@ export interface WorkerOptions {
   maxProgressBytes?: number;
 }
 
-export { WORKER_DEFAULTS } from '../defaults.js';
+export { WORKER_DEFAULTS } from '../shared/defaults.js';
 
 /** Validated worker options. */
 export interface ResolvedWorkerOptions extends OutputLimits {

@@ -1,5 +1,5 @@
 import { failureReason, isConnectionFailure, serverOf } from '../connection/failure.js';
-import { toDatabaseError } from '../errors.js';
+import { toDatabaseError } from '../shared/errors.js';
 
 /** The pool whose server is watched: its settings name the host, and `SELECT 1` probes it. */
 export interface ProbedPool {

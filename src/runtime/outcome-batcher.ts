@@ -1,8 +1,14 @@
-import { type CompleteRef, completeJobs } from '../storage/complete.js';
 import type { Queryable } from '../storage/db.js';
-import { type FailOutcome, type FailRef, failJobs, type SnoozeRef, snoozeJobs } from '../storage/fail.js';
 import type { FenceRef } from '../storage/fence.js';
-import { findLandedOutcomes } from '../storage/outcome-lookup.js';
+import { type CompleteRef, completeJobs } from '../storage/leases/complete.js';
+import {
+  type FailOutcome,
+  type FailRef,
+  failJobs,
+  type SnoozeRef,
+  snoozeJobs,
+} from '../storage/leases/fail.js';
+import { findLandedOutcomes } from '../storage/leases/outcome-lookup.js';
 import type { FlushInfo } from './telemetry-events.js';
 import type { OutcomeResult } from './worker-events.js';
 

@@ -1,17 +1,17 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { assertLeaseMs, type BackoffOptions, MAX_ATTEMPTS_LIMIT, resolveBackoff } from '../config.js';
-import { WORKER_DEFAULTS } from '../defaults.js';
-import { ValidationError } from '../errors.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertQueueName, optionalInt } from '../validation.js';
+import { assertLeaseMs, type BackoffOptions, MAX_ATTEMPTS_LIMIT, resolveBackoff } from '../shared/config.js';
+import { WORKER_DEFAULTS } from '../shared/defaults.js';
+import { ValidationError } from '../shared/errors.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
+import { assertQueueName, optionalInt } from '../shared/validation.js';
 import {
   type BatchHandler,
   type BatchJobContext,
   type BatchOptions,
   type ResolvedBatch,
   resolveBatch,
-} from './batch-options.js';
-import type { JobContext } from './job-context.js';
+} from './batch/batch-options.js';
+import type { JobContext } from './run/job-context.js';
 
 /**
  * The options of one queue of a worker (and so of a task): its handler, one job or a batch per
@@ -40,7 +40,7 @@ export interface WorkerQueueSettings {
   /**
    * Jobs to claim ahead into a local buffer beyond the free slots, fixed (0 to 5000). Unset
    * (default): adaptive, from 0 up to what the queue finishes in a quarter of its lease at the
-   * observed rate (see `src/runtime/claim-sizer.ts`). Buffered jobs hold leases while they wait; a
+   * observed rate (see `src/runtime/claim/claim-sizer.ts`). Buffered jobs hold leases while they wait; a
    * job that waited longer than half its lease is handed back unstarted.
    */
   prefetch?: number;

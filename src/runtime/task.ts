@@ -1,11 +1,11 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { ValidationError } from '../errors.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertQueueName } from '../validation.js';
-import { type BatchHandler, type BatchOptions, resolveBatch } from './batch-options.js';
-import type { JobContext } from './job-context.js';
+import { ValidationError } from '../shared/errors.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
+import { assertQueueName } from '../shared/validation.js';
+import { type BatchHandler, type BatchOptions, resolveBatch } from './batch/batch-options.js';
 import { KNOWN_QUEUE_KEYS, type QueueOptions, type WorkerQueueSettings, type WorkerTask } from './options.js';
-import { isStandardSchema } from './payload-schema.js';
+import type { JobContext } from './run/job-context.js';
+import { isStandardSchema } from './run/payload-schema.js';
 
 /** A task's handler: gets the job with its typed payload; resolve to complete it, throw to fail it. */
 export type TaskHandler<Payload, Result> = (job: JobContext<Payload>) => Promise<Result>;

@@ -3,7 +3,7 @@ import type { ListenConnection } from '../connection/leasehold-pool.js';
 import type { StatementWatch } from '../connection/statement-watch.js';
 
 /**
- * The narrow part of the resolved client context a worker needs (see src/context.ts): a worker is
+ * The narrow part of the resolved client context a worker needs (see src/context/context.ts): a worker is
  * built from this, never from the public client, so the runtime depends on nothing above it.
  * `LeaseholdContext` satisfies it; so does any record with these fields.
  */

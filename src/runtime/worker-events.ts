@@ -5,8 +5,8 @@ import type { LaneRotationResult } from '../maintenance/lane-rotation.js';
 import type { RecoveryResult } from '../maintenance/recovery.js';
 import type { PruneResult } from '../maintenance/retention.js';
 import type { SchedulerResult } from '../maintenance/scheduler.js';
-import type { AbortReason } from './job-context.js';
-import type { LeaseLoss } from './lease-loss.js';
+import type { AbortReason } from './run/job-context.js';
+import type { LeaseLoss } from './run/lease-loss.js';
 import type { ClaimInfo, FlushInfo, OutcomeDetail } from './telemetry-events.js';
 
 /**

@@ -1,4 +1,4 @@
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../shared/errors.js';
 import type { WorkerEventSource } from './worker-events.js';
 
 /** One log method, pino-style: a structured object first, then a message. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { toDatabaseError } from '../errors.js';
+import { toDatabaseError } from '../shared/errors.js';
 
 /**
  * The smallest seam Leasehold needs from a connection: a `pg.Pool`, a checked-out `pg.PoolClient`

@@ -70,6 +70,14 @@ export interface FenceRef {
   queue: string;
 }
 
+/**
+ * The values of a statement that presents one lease as its first five parameters ($1 id, $2 token,
+ * $3 claim id, $4 owner, $5 queue), as the effects ledger's and the durable steps' statements do.
+ */
+export function leaseValues(lease: FenceRef): unknown[] {
+  return [lease.jobId, lease.token, lease.claimId, lease.owner, lease.queue];
+}
+
 /** One claim of one job, as a map key: its job id, token and claim id. */
 export function leaseKey(ref: Pick<FenceRef, 'jobId' | 'token' | 'claimId'>): string {
   return `${ref.jobId}/${ref.token}/${ref.claimId}`;

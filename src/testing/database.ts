@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { Leasehold } from '../client.js';
-import type { LeaseholdOptions } from '../client-options.js';
+import type { LeaseholdOptions } from '../context/client-options.js';
 import type { EmbeddedPostgres } from '../embedded.js';
-import { ValidationError } from '../errors.js';
+import { ValidationError } from '../shared/errors.js';
 import { quoteIdent } from '../storage/db.js';
-import { dropTestSchema } from '../storage/pending.js';
+import { dropTestSchema } from '../storage/jobs/pending.js';
 
 /** Options of `createTestLeasehold`: the client's options, less the schema and pool it makes. */
 export interface TestLeaseholdOptions extends Omit<LeaseholdOptions, 'schema' | 'pool' | 'connectionString'> {

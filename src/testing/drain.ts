@@ -1,8 +1,8 @@
 import type { Leasehold } from '../client.js';
-import { ValidationError } from '../errors.js';
 import type { RunUntilIdleOptions } from '../operations/worker/run-until-idle.js';
 import type { IdleRunLimits, IdleRunResult } from '../runtime/idle-run.js';
 import type { Worker } from '../runtime/worker.js';
+import { ValidationError } from '../shared/errors.js';
 import { TestExpectationError } from './errors.js';
 
 /** How long `drain` waits for idle unless told (`maxMs`), so a hung handler fails the test instead of hanging it. */

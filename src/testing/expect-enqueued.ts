@@ -1,7 +1,7 @@
 import type { AnyTask, TaskPayload } from '../runtime/task.js';
-import { type PendingJob, readPendingJobs } from '../storage/pending.js';
-import { rejectUnknownOptions } from '../unknown-options.js';
-import { assertQueueName, optionalInt, optionsObject } from '../validation.js';
+import { rejectUnknownOptions } from '../shared/unknown-options.js';
+import { assertQueueName, optionalInt, optionsObject } from '../shared/validation.js';
+import { type PendingJob, readPendingJobs } from '../storage/jobs/pending.js';
 import { TestExpectationError } from './errors.js';
 import { matchesPayload, type PayloadMatch, preview } from './payload-match.js';
 

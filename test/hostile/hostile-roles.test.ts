@@ -1,8 +1,12 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Lease, type Leasehold, PermissionError } from '../../src/index.js';
-import { type ArgumentBound, boundMessage, FUNCTION_BOUNDS } from '../../src/storage/function-bounds.js';
-import { type SchemaFunction, schemaFunctions } from '../../src/storage/functions.js';
+import {
+  type ArgumentBound,
+  boundMessage,
+  FUNCTION_BOUNDS,
+} from '../../src/storage/roles/function-bounds.js';
+import { type SchemaFunction, schemaFunctions } from '../../src/storage/roles/functions.js';
 import { countByStatus, migratedClient, testPool } from '../support/db.js';
 import { clientAs, createLogin, roleClient, schemaRole } from '../support/roles.js';
 

@@ -10,7 +10,7 @@ import {
   startDashboard,
 } from '../../src/index.js';
 import { createStatsMetrics, createWorkerMetrics } from '../../src/prometheus.js';
-import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../../src/runtime/error-details.js';
+import { MAX_ERROR_MESSAGE, MAX_ERROR_STACK } from '../../src/runtime/run/error-details.js';
 import { runCliInProcess } from '../support/cli-inprocess.js';
 import {
   databaseUrl,

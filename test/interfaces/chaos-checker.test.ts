@@ -13,16 +13,16 @@ interface Rule {
   ok: boolean;
 }
 type Facts = Record<string, unknown>;
-const checker = (await import('../../chaos/checker.mjs' as string)) as {
+const checker = (await import('../../chaos/checker/checker.mjs' as string)) as {
   check(
     db: pg.Client,
     settings: { leaseMs: number; recoveryIntervalMs: number; toleranceMs: number },
   ): Promise<Facts>;
 };
-const report = (await import('../../chaos/report.mjs' as string)) as {
+const report = (await import('../../chaos/checker/report.mjs' as string)) as {
   invariants(facts: Facts, run: unknown): Rule[];
 };
-const schema = (await import('../../chaos/schema.mjs' as string)) as {
+const schema = (await import('../../chaos/records/schema.mjs' as string)) as {
   createChaosSchema(db: pg.Client): Promise<void>;
 };
 

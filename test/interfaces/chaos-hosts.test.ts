@@ -4,14 +4,14 @@
 import { connect, createServer, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 
-const options = (await import('../../chaos/hosts-options.mjs' as string)) as {
+const options = (await import('../../chaos/records/hosts-options.mjs' as string)) as {
   parseHostsOptions(argv: string[]): Record<string, unknown>;
 };
 type Rule = { name: string; ok: boolean };
-const checks = (await import('../../chaos/hosts-checks.mjs' as string)) as {
+const checks = (await import('../../chaos/checker/hosts-checks.mjs' as string)) as {
   hostInvariants(measures: Record<string, unknown>, o: Record<string, unknown>): Rule[];
 };
-const relayModule = (await import('../../chaos/relay.mjs' as string)) as {
+const relayModule = (await import('../../chaos/faults/relay.mjs' as string)) as {
   startRelay(o: Record<string, unknown>): Promise<{ port: number; close(): Promise<void> }>;
 };
 

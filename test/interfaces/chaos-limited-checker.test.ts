@@ -23,7 +23,7 @@ interface Rule {
   value: number;
   ok: boolean;
 }
-const limited = (await import('../../chaos/limited.mjs' as string)) as {
+const limited = (await import('../../chaos/harness/rate-limits.mjs' as string)) as {
   busiestWindow(times: number[], windowMs: number): number;
   mostAtOnce(intervals: { from: number; to: number }[]): number;
   measureLimited(

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type AdminFlags, runAdminCommand } from '../../src/cli/admin.js';
 import { CliError } from '../../src/cli/errors.js';
-import { closeContext, type LeaseholdContext, resolveContext } from '../../src/context.js';
+import { closeContext, type LeaseholdContext, resolveContext } from '../../src/context/context.js';
 import { enqueue } from '../../src/operations/producer/enqueue.js';
 import { claim, complete } from '../../src/operations/worker/leases.js';
 import { runCliInProcess } from '../support/cli-inprocess.js';

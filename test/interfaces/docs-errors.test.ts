@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { KNOWN_CODES } from '../../src/errors.js';
 import * as api from '../../src/index.js';
+import { KNOWN_CODES } from '../../src/shared/errors.js';
 
 // docs/api.md's table of error codes lists every code isLeaseholdError knows, with its class.
 const docs = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');

@@ -3,12 +3,12 @@ import type { Command } from 'commander';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Interrupt } from '../../src/cli/interrupt.js';
 import { createProgram } from '../../src/cli/program.js';
-import { KNOWN_OPTIONS } from '../../src/context.js';
-import { DEFAULT_STATS_OPTIONS } from '../../src/defaults.js';
-import { DEDUPE_FIELDS, ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS } from '../../src/enqueue-fields.js';
-import { KNOWN_CODES } from '../../src/errors.js';
+import { KNOWN_OPTIONS } from '../../src/context/context.js';
 import { CONFIGURE_QUEUE_KEYS, LIST_QUEUES_KEYS } from '../../src/operations/queues/queues.js';
 import { KNOWN_QUEUE_KEYS, KNOWN_WORKER_KEYS } from '../../src/runtime/options.js';
+import { DEFAULT_STATS_OPTIONS } from '../../src/shared/defaults.js';
+import { DEDUPE_FIELDS, ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS } from '../../src/shared/enqueue-fields.js';
+import { KNOWN_CODES } from '../../src/shared/errors.js';
 
 // The docs name every option the validators accept, and every command the CLI has: the lists come
 // from the code's own (the arrays rejectUnknownOptions checks against, the program the binary

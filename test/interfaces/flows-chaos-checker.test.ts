@@ -6,7 +6,7 @@ import { migratedClient, testPool } from '../support/db.js';
 // planted anomaly breaks the rule written for it (its negative control).
 
 type Facts = { child_runs: number; early_runs: number; stranded: number };
-const flows = (await import('../../chaos/flows-checker.mjs' as string)) as {
+const flows = (await import('../../chaos/checker/flows-checker.mjs' as string)) as {
   checkFlows(db: unknown, schemas: { leasehold: string; ledger: string }): Promise<Facts>;
   flowInvariants(facts: Facts): { name: string; ok: boolean }[];
 };

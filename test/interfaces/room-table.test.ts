@@ -102,4 +102,15 @@ describe('the room table (npm run lint)', () => {
     expect(status, output).toBe(1);
     expect(output).toMatch(/src\/client\.ts: \d+ lines \(limit 400\)/);
   });
+
+  it('refuses a folder of src/ holding more than 15 files directly (15 pass)', () => {
+    const { src, doc } = scratchCopy();
+    for (let i = 0; i < 5; i++)
+      writeFileSync(join(src, `shared/extra-${i}.ts`), `export const extra${i} = ${i};\n`);
+    expect(check(src, doc).status).toBe(0);
+    writeFileSync(join(src, 'shared/extra-5.ts'), 'export const extra5 = 5;\n');
+    const { status, output } = check(src, doc);
+    expect(status, output).toBe(1);
+    expect(output).toContain('shared/ holds 16 files directly, more than 15');
+  });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { AdminFlags } from '../../src/cli/admin.js';
-import { closeContext, type LeaseholdContext, resolveContext } from '../../src/context.js';
+import { closeContext, type LeaseholdContext, resolveContext } from '../../src/context/context.js';
 import { schedule } from '../../src/operations/producer/schedules.js';
 import { runCliInProcess } from '../support/cli-inprocess.js';
 import { migratedClient, testPool } from '../support/db.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Lease, Leasehold } from '../../src/index.js';
-import { awaitSenders, beginWait, resolveWait } from '../../src/storage/events.js';
-import { recordStep } from '../../src/storage/steps.js';
+import { awaitSenders, beginWait, resolveWait } from '../../src/storage/flows/events.js';
+import { recordStep } from '../../src/storage/flows/steps.js';
 import { migratedClient, testPool } from '../support/db.js';
 
 // The steps rules of the chaos checker (chaos/steps-checker.mjs, the `--steps` workload) on planted
@@ -10,7 +10,7 @@ import { migratedClient, testPool } from '../support/db.js';
 // the waits of the events rules (chaos/events-checker.mjs), and their events sent by lh.sendEvent.
 
 type Facts = Record<string, number>;
-const steps = (await import('../../chaos/steps-checker.mjs' as string)) as {
+const steps = (await import('../../chaos/checker/steps-checker.mjs' as string)) as {
   checkSteps(db: unknown, steps: number, schemas: { leasehold: string; ledger: string }): Promise<Facts>;
   stepInvariants(facts: Facts): { name: string; ok: boolean }[];
 };
@@ -26,7 +26,7 @@ const RULES = {
   none: 'steps recorded (the workload really ran steps)',
 };
 
-const events = (await import('../../chaos/events-checker.mjs' as string)) as {
+const events = (await import('../../chaos/checker/events-checker.mjs' as string)) as {
   checkEvents(db: unknown, schemas: { leasehold: string; ledger: string }): Promise<Facts>;
   eventInvariants(facts: Facts): { name: string; ok: boolean }[];
 };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/index.js';
 import { nextSweepWaitMs, sweepInGrowingBatches } from '../../src/maintenance/recovery.js';
-import { msUntilNextLeaseExpiry } from '../../src/storage/recover.js';
+import { msUntilNextLeaseExpiry } from '../../src/storage/leases/recover.js';
 import { countByStatus, listenOptions, migratedClient, testPool, waitFor } from '../support/db.js';
 import { started } from '../support/worker.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SUCCEEDED_RETENTION_MS } from '../../src/index.js';
 import { prunePass, RetentionService } from '../../src/maintenance/retention.js';
-import { tryMaintenanceLock } from '../../src/storage/maintenance-lock.js';
+import { tryMaintenanceLock } from '../../src/storage/upkeep/maintenance-lock.js';
 import { countByStatus, migratedClient, testPool, waitFor } from '../support/db.js';
 import { finishedSince } from '../support/job-states.js';
 import { started } from '../support/worker.js';
@@ -30,7 +30,7 @@ describe('retention', () => {
         Array.from({ length: perRound }, (_, i) => ({ payload: { round, i } })),
       );
       const leases = await lh.claim({ queue: 'churn', owner: 'w', limit: perRound });
-      const { completeJobs } = await import('../../src/storage/complete.js');
+      const { completeJobs } = await import('../../src/storage/leases/complete.js');
       expect((await completeJobs(lh.pool, lh.schema, leases)).size).toBe(perRound);
       const before = (await countByStatus(pool, lh.schema)).succeeded ?? 0;
       largest = Math.max(largest, before);

@@ -143,7 +143,7 @@ describe('dead jobs and replay', () => {
     for (;;) {
       const leases = await lh.claim({ queue: 'bulk', owner: 'w', limit: 1000 });
       if (leases.length === 0) break;
-      const { failJobs } = await import('../../src/storage/fail.js');
+      const { failJobs } = await import('../../src/storage/leases/fail.js');
       await failJobs(
         lh.pool,
         lh.schema,

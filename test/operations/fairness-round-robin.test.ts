@@ -2,14 +2,14 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Leasehold, ValidationError } from '../../src/index.js';
 import { migrate } from '../../src/migrations/migrator.js';
-import { ClaimRouter } from '../../src/runtime/claim-router.js';
+import { ClaimRouter } from '../../src/runtime/claim/claim-router.js';
+import type { Queryable } from '../../src/storage/db.js';
 import {
   JobClaimMany,
   JobClaimManyFair,
   JobClaimManyLimited,
   JobClaimManyLimitedFair,
-} from '../../src/storage/claim.js';
-import type { Queryable } from '../../src/storage/db.js';
+} from '../../src/storage/leases/claim.js';
 import { databaseUrl, dropSchema, migratedClient, testPool, uniqueSchema, waitFor } from '../support/db.js';
 import { type PlanNode, planNodes } from '../support/plans.js';
 import { roleClient } from '../support/roles.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { JobEvent } from '../../src/index.js';
-import { snoozeJobs } from '../../src/storage/fail.js';
+import { snoozeJobs } from '../../src/storage/leases/fail.js';
 import { countByStatus, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { deferred, started } from '../support/worker.js';
 
@@ -109,7 +109,7 @@ describe('job history', () => {
     const { id } = await lh.enqueue('endings', {}, { maxAttempts: 2 });
     const [first] = await lh.claim({ queue: 'endings', owner: 'w1' });
     // A snooze gives the attempt back.
-    const { snoozeJobs } = await import('../../src/storage/fail.js');
+    const { snoozeJobs } = await import('../../src/storage/leases/fail.js');
     expect((await snoozeJobs(lh.pool, lh.schema, [{ ...first!, delayMs: 0 }])).size).toBe(1);
     const [second] = await lh.claim({ queue: 'endings', owner: 'w2' });
     expect(second!.attempt).toBe(1);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type Lease, Leasehold, startDashboard, ValidationError } from '../../src/index.js';
 import { createStatsMetrics } from '../../src/prometheus.js';
-import { claimJobsThrottled } from '../../src/storage/claim.js';
+import { claimJobsThrottled } from '../../src/storage/leases/claim.js';
 import { databaseUrl, migratedClient, testPool, uniqueSchema } from '../support/db.js';
 import { expireLeases } from '../support/job-states.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isLeaseholdError, ValidationError } from '../../src/index.js';
-import { completeJobs } from '../../src/storage/complete.js';
+import { completeJobs } from '../../src/storage/leases/complete.js';
 import { countByStatus, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { rejection } from '../support/hostile.js';
 import { finishedSince } from '../support/job-states.js';
@@ -266,7 +266,7 @@ describe('job.progress(detail) is stored with the next lease renewal', () => {
     const { id } = await lh.enqueue('fenced-progress', {});
     const [lease] = await lh.claim({ queue: 'fenced-progress', owner: 'old' });
     await expireLease(pool, lh.schema, id);
-    const { extendLeases } = await import('../../src/storage/heartbeat.js');
+    const { extendLeases } = await import('../../src/storage/leases/heartbeat.js');
     const extended = await extendLeases(lh.pool, lh.schema, [
       { ...lease!, leaseMs: 10_000, progress: '{"late":true}' },
     ]);

@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ValidationError } from '../../src/errors.js';
 import type { Leasehold } from '../../src/index.js';
 import { beginBulk, bulkAction, bulkActions, previewBulk } from '../../src/operations/operator/bulk.js';
 import { type JobSearch, searchJobsPage, setPayloadSearch } from '../../src/operations/operator/search.js';
+import { ValidationError } from '../../src/shared/errors.js';
 import { migratedClient, testPool } from '../support/db.js';
 
 // Job search over every source (live, terminal, retained succeeded) and bulk actions by filter,

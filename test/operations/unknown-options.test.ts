@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Leasehold, startDashboard } from '../../src/index.js';
-import { closestOption } from '../../src/unknown-options.js';
+import { closestOption } from '../../src/shared/unknown-options.js';
 import { databaseUrl, migratedClient } from '../support/db.js';
 import { expectValidationError, rejection } from '../support/hostile.js';
 

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { contextOf } from '../../src/client.js';
+import { JobWaiters } from '../../src/context/job-waiters.js';
 import {
   defineTask,
   isLeaseholdError,
@@ -13,7 +14,6 @@ import {
   WaitAbortedError,
   WaitTimeoutError,
 } from '../../src/index.js';
-import { JobWaiters } from '../../src/job-waiters.js';
 import { finishedChannel } from '../../src/storage/finish-notices.js';
 import {
   databaseUrl,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { ClaimRouter } from '../../src/runtime/claim-router.js';
+import { ClaimRouter } from '../../src/runtime/claim/claim-router.js';
+import { QueueRunner } from '../../src/runtime/claim/queue-runner.js';
 import { resolveWorkerOptions } from '../../src/runtime/options.js';
-import { QueueRunner } from '../../src/runtime/queue-runner.js';
-import type { ClaimedRow } from '../../src/storage/claim.js';
+import type { ClaimedRow } from '../../src/storage/leases/claim.js';
 import { migratedClient, testPool } from '../support/db.js';
 
 // A job that became claimable "late" (here: its available_at moved an hour back, as a long

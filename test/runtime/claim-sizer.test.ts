@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ClaimInfo } from '../../src/index.js';
-import { CLAIM_SIZER_DEFAULTS, ClaimSizer } from '../../src/runtime/claim-sizer.js';
+import { CLAIM_SIZER_DEFAULTS, ClaimSizer } from '../../src/runtime/claim/claim-sizer.js';
 import { countByStatus, migratedClient, testPool, waitFor } from '../support/db.js';
 import { deferred, started } from '../support/worker.js';
 

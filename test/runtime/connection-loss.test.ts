@@ -2,7 +2,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Leasehold, RetryableError } from '../../src/index.js';
 import type { OutcomeResult } from '../../src/runtime/outcome-batcher.js';
-import { withMaintenanceLock } from '../../src/storage/maintenance-lock.js';
+import { withMaintenanceLock } from '../../src/storage/upkeep/maintenance-lock.js';
 import { countByStatus, databaseUrl, migratedClient, testPool, waitFor } from '../support/db.js';
 import { started } from '../support/worker.js';
 

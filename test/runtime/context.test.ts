@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { closeContext, resolveContext } from '../../src/context.js';
+import { closeContext, resolveContext } from '../../src/context/context.js';
 import { startDashboard, Worker } from '../../src/index.js';
 import { AgingService } from '../../src/maintenance/aging.js';
 import { RecoveryService } from '../../src/maintenance/recovery.js';

@@ -11,10 +11,10 @@ import {
   PermanentError,
   ValidationError,
 } from '../../src/index.js';
-import { claimJobs } from '../../src/storage/claim.js';
-import { completeJobs } from '../../src/storage/complete.js';
-import { wakeupChannel } from '../../src/storage/enqueue.js';
-import { beginInvoke } from '../../src/storage/invoke.js';
+import { beginInvoke } from '../../src/storage/flows/invoke.js';
+import { wakeupChannel } from '../../src/storage/jobs/enqueue.js';
+import { claimJobs } from '../../src/storage/leases/claim.js';
+import { completeJobs } from '../../src/storage/leases/complete.js';
 import { runCliInProcess } from '../support/cli-inprocess.js';
 import { databaseUrl, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { roleClient } from '../support/roles.js';

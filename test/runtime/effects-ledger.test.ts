@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { beginEffect, recordEffectResult } from '../../src/storage/effects.js';
+import { beginEffect, recordEffectResult } from '../../src/storage/flows/effects.js';
 import { expireLease, migratedClient, testPool } from '../support/db.js';
 
 // The effects ledger's storage contract, below the runtime that reads it: an intent is recorded

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { type JobContext, type Leasehold, Leasehold as LeaseholdClient } from '../../src/index.js';
 import { migrate } from '../../src/migrations/migrator.js';
-import { type ClaimShape, claimJobsAs } from '../../src/storage/claim.js';
+import { type ClaimShape, claimJobsAs } from '../../src/storage/leases/claim.js';
 import { databaseUrl, dropSchema, migratedClient, testPool, uniqueSchema, waitFor } from '../support/db.js';
 import { started } from '../support/worker.js';
 

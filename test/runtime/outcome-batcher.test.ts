@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/index.js';
 import { OutcomeBatcher } from '../../src/runtime/outcome-batcher.js';
 import { leaseKey } from '../../src/storage/fence.js';
-import { extendLeases } from '../../src/storage/heartbeat.js';
+import { extendLeases } from '../../src/storage/leases/heartbeat.js';
 import { expireLease, migratedClient, testPool } from '../support/db.js';
 
 // A worker process can hold two claims of one job: its handler outlived the lease (a pause, a slow

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Logger } from '../../src/index.js';
-import type { LeaseLoss } from '../../src/runtime/lease-loss.js';
+import type { LeaseLoss } from '../../src/runtime/run/lease-loss.js';
 import { migratedClient, waitFor } from '../support/db.js';
 import { expectLongHandlerSucceedsOnce } from '../support/long-handler.js';
 import { deferred, started } from '../support/worker.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { findLandedOutcomes } from '../../src/storage/outcome-lookup.js';
+import { findLandedOutcomes } from '../../src/storage/leases/outcome-lookup.js';
 import { countByStatus, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { started } from '../support/worker.js';
 

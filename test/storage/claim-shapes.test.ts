@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { ClaimRouter } from '../../src/runtime/claim-router.js';
+import { ClaimRouter } from '../../src/runtime/claim/claim-router.js';
+import type { Queryable, Statement } from '../../src/storage/db.js';
 import {
   type ClaimShape,
   claimShapeOf,
@@ -12,9 +13,8 @@ import {
   JobClaimManyLimitedFair,
   JobClaimManyThrottled,
   JobClaimManyUnrouted,
-} from '../../src/storage/claim.js';
-import type { Queryable, Statement } from '../../src/storage/db.js';
-import type { QueueClaimSettingsRow } from '../../src/storage/queues.js';
+} from '../../src/storage/leases/claim.js';
+import type { QueueClaimSettingsRow } from '../../src/storage/queues/queues.js';
 import { migratedClient, testPool } from '../support/db.js';
 
 // The claim is one module composed from named fragments (issues 28 and 29). Its statements' text

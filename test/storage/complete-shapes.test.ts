@@ -7,7 +7,7 @@ import {
   JobCompleteManyWithResults,
   JobCompletePlainMany,
   JobCompletePlainManyWithResults,
-} from '../../src/storage/complete.js';
+} from '../../src/storage/leases/complete.js';
 import { databaseUrl, migratedClient, testPool, waitFor } from '../support/db.js';
 import { started } from '../support/worker.js';
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { FUNCTIONS, schemaFunctions } from '../../src/storage/functions.js';
+import { FUNCTIONS, schemaFunctions } from '../../src/storage/roles/functions.js';
 import { databaseUrl, directDatabaseUrl, migratedClient } from '../support/db.js';
 
 // The function registry (src/storage/functions.ts) declares each function's parameter and result

@@ -7,7 +7,7 @@ import { migratedClient, testPool } from '../support/db.js';
 // 009), and history reads an old row of that meaning as `key_skipped` too.
 
 const MIGRATION_009 = readFileSync(
-  new URL('../../src/migrations/sql/009_event_kinds.sql', import.meta.url),
+  new URL('../../src/migrations/sql/001-010/009_event_kinds.sql', import.meta.url),
   'utf8',
 );
 

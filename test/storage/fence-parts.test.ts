@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Lease, Leasehold } from '../../src/index.js';
-import { completeJobs } from '../../src/storage/complete.js';
-import { beginEffect } from '../../src/storage/effects.js';
-import { snoozeJobs } from '../../src/storage/fail.js';
+import { beginEffect } from '../../src/storage/flows/effects.js';
+import { completeJobs } from '../../src/storage/leases/complete.js';
+import { snoozeJobs } from '../../src/storage/leases/fail.js';
 import { migratedClient, testPool } from '../support/db.js';
 
 // Each part of the fence on its own. The claim id and the token both change at every claim, so a

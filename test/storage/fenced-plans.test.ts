@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { completeJobs } from '../../src/storage/complete.js';
-import { extendLeases } from '../../src/storage/heartbeat.js';
+import { completeJobs } from '../../src/storage/leases/complete.js';
+import { extendLeases } from '../../src/storage/leases/heartbeat.js';
 import { directDatabaseUrl, migratedClient, testPool } from '../support/db.js';
 import { type PlanNode, planNodes } from '../support/plans.js';
 

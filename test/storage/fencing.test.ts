@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { completeJobs } from '../../src/storage/complete.js';
+import { completeJobs } from '../../src/storage/leases/complete.js';
 import { countByStatus, expireLease, migratedClient, testPool, waitFor } from '../support/db.js';
 import { expireLeases } from '../support/job-states.js';
 

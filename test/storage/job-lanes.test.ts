@@ -1,11 +1,11 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/index.js';
-import { JobClaimMany, newClaimId } from '../../src/storage/claim.js';
-import { JobCompleteMany } from '../../src/storage/complete.js';
-import { wakeupChannel } from '../../src/storage/enqueue.js';
 import { fenceArrays } from '../../src/storage/fence.js';
 import { finishedChannel } from '../../src/storage/finish-notices.js';
+import { wakeupChannel } from '../../src/storage/jobs/enqueue.js';
+import { JobClaimMany, newClaimId } from '../../src/storage/leases/claim.js';
+import { JobCompleteMany } from '../../src/storage/leases/complete.js';
 import { migratedClient, testPool } from '../support/db.js';
 import { dueLane, putInLane, waitUntilBlockedBy } from '../support/lanes.js';
 import { type PlanNode, planNodes } from '../support/plans.js';

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DatabaseError, isLeaseholdError, Leasehold } from '../../src/index.js';
-import { insertJobs, type NewJob } from '../../src/storage/enqueue.js';
-import { DATABASE_PAYLOAD_LIMIT_BYTES, MAX_PAYLOAD_BYTES_LIMIT } from '../../src/validation.js';
+import { DATABASE_PAYLOAD_LIMIT_BYTES, MAX_PAYLOAD_BYTES_LIMIT } from '../../src/shared/validation.js';
+import { insertJobs, type NewJob } from '../../src/storage/jobs/enqueue.js';
 import { databaseUrl, migratedClient, testPool } from '../support/db.js';
 import { expectValidationError, rejection, runs, tableCounts } from '../support/hostile.js';
 

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Leasehold, ValidationError } from '../../src/index.js';
 import { loadMigrations, migrate } from '../../src/migrations/migrator.js';
-import { SQL_ENQUEUE_OPTIONS, sqlApi } from '../../src/storage/sql-api.js';
+import { SQL_ENQUEUE_OPTIONS, sqlApi } from '../../src/storage/roles/sql-api.js';
 import {
   databaseUrl,
   dropSchema,

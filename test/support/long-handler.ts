@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import type { LeaseLoss } from '../../src/runtime/lease-loss.js';
+import type { LeaseLoss } from '../../src/runtime/run/lease-loss.js';
 import { migratedClient, waitFor } from './db.js';
 import { started } from './worker.js';
 

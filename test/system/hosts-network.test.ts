@@ -6,8 +6,8 @@ import { spawn } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 
 process.env.LHH_NETNS_PREFIX = 'lhhtst';
-const JANITOR = new URL('../../chaos/hosts-janitor.mjs', import.meta.url).pathname;
-const netns = (await import('../../chaos/netns.mjs' as string)) as {
+const JANITOR = new URL('../../chaos/harness/hosts-janitor.mjs', import.meta.url).pathname;
+const netns = (await import('../../chaos/faults/netns.mjs' as string)) as {
   PREFIX: string;
   createNetwork(hosts: number): void;
   removeNetwork(): string[];

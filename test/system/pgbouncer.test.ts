@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contextOf } from '../../src/client.js';
 import { isLeaseholdError, Leasehold } from '../../src/index.js';
 import { prunePass, RetentionService } from '../../src/maintenance/retention.js';
-import { poolerDefaults } from '../../src/pooler-env.js';
-import { tryMaintenanceLock } from '../../src/storage/maintenance-lock.js';
+import { poolerDefaults } from '../../src/shared/pooler-env.js';
+import { tryMaintenanceLock } from '../../src/storage/upkeep/maintenance-lock.js';
 import {
   countByStatus,
   directDatabaseUrl,

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
-import type { JobEvent, JobWithHistory } from '../../job-history.js';
 import { getJob } from '../../operations/operator/jobs.js';
+import type { JobEvent, JobWithHistory } from '../../records/job-history.js';
 import { type AdminFlags, contextFromFlags, jobIdArgument, type OpenContext } from '../admin.js';
 import { adminCommand } from '../admin-command.js';
 import { deathBudget, formatAttempts, formatDuration, formatTable, formatTime, oneLine } from '../format.js';

@@ -2,8 +2,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Command, Option } from 'commander';
 import { allowedHosts, hostAllowed, isLoopback, sameSecret } from '../../dashboard/security.js';
-import { ValidationError } from '../../errors.js';
 import { readStats } from '../../operations/queues/stats.js';
+import { ValidationError } from '../../shared/errors.js';
 import {
   type AdminFlags,
   addAdminOptions,

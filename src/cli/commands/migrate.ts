@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { closeContext, resolveContext } from '../../context.js';
+import { closeContext, resolveContext } from '../../context/context.js';
 import { type MigrateResult, migrate } from '../../migrations/migrator.js';
 import {
   addConnectionOptions,

@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander';
-import { DEFAULT_SUCCEEDED_RETENTION_MS } from '../../defaults.js';
 import { prune } from '../../operations/schema/prune.js';
+import { DEFAULT_SUCCEEDED_RETENTION_MS } from '../../shared/defaults.js';
 import {
   type AdminFlags,
   addAdminOptions,

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { closeContext, type LeaseholdContext, resolveContext } from '../../context.js';
+import { closeContext, type LeaseholdContext, resolveContext } from '../../context/context.js';
 import { migrate } from '../../migrations/migrator.js';
 import { WORKER_DEFAULTS } from '../../runtime/options.js';
 import { Worker } from '../../runtime/worker.js';

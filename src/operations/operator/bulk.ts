@@ -1,21 +1,4 @@
-import { ValidationError } from '../../errors.js';
-import {
-  type BulkActionRow,
-  listBulkActions,
-  recordBulkProgress,
-  removeListed,
-  startBulkAction,
-} from '../../storage/bulk.js';
-import { cancelListed } from '../../storage/cancel.js';
-import type { Queryable } from '../../storage/db.js';
-import { replayListed } from '../../storage/replay.js';
-import {
-  countJobs,
-  matchingIds,
-  type SearchCriteria,
-  type SearchStatus,
-  searchJobs,
-} from '../../storage/search.js';
+import { ValidationError } from '../../shared/errors.js';
 import {
   assertJobId,
   assertText,
@@ -23,7 +6,24 @@ import {
   optionalInt,
   optionalText,
   rejectUnknownOptions,
-} from '../../validation.js';
+} from '../../shared/validation.js';
+import type { Queryable } from '../../storage/db.js';
+import {
+  type BulkActionRow,
+  listBulkActions,
+  recordBulkProgress,
+  removeListed,
+  startBulkAction,
+} from '../../storage/operator/bulk.js';
+import { cancelListed } from '../../storage/operator/cancel.js';
+import { replayListed } from '../../storage/operator/replay.js';
+import {
+  countJobs,
+  matchingIds,
+  type SearchCriteria,
+  type SearchStatus,
+  searchJobs,
+} from '../../storage/operator/search.js';
 import { type JobSearch, searchCriteria } from './search.js';
 
 /** What a bulk action does to every job its filter matches. */

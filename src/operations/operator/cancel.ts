@@ -1,8 +1,8 @@
-import type { LeaseholdContext } from '../../context.js';
-import { JobNotFoundError, JobStateError } from '../../errors.js';
-import { cancelJob } from '../../storage/cancel.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { JobNotFoundError, JobStateError } from '../../shared/errors.js';
+import { assertJobId, assertReasonAndActor } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
-import { assertJobId, assertReasonAndActor } from '../../validation.js';
+import { cancelJob } from '../../storage/operator/cancel.js';
 
 /** Options of `cancel`. */
 export interface CancelOptions {

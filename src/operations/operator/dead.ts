@@ -1,6 +1,5 @@
-import type { LeaseholdContext } from '../../context.js';
-import { ValidationError } from '../../errors.js';
-import { type DeadCursor, listDeadJobs } from '../../storage/dead.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { ValidationError } from '../../shared/errors.js';
 import {
   assertQueueName,
   MAX_BATCH,
@@ -8,7 +7,8 @@ import {
   optionalInt,
   optionalText,
   rejectUnknownOptions,
-} from '../../validation.js';
+} from '../../shared/validation.js';
+import { type DeadCursor, listDeadJobs } from '../../storage/operator/dead.js';
 
 /** Options of `listDead`. */
 export interface ListDeadOptions {

@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { type JobWithHistory, synthesiseHistory } from '../../job-history.js';
-import { inReadSnapshot, readJobEvents, readLeaseExtensions } from '../../storage/history.js';
-import { readJob } from '../../storage/read.js';
+import { type JobWithHistory, synthesiseHistory } from '../../records/job-history.js';
+import { inReadSnapshot, readJobEvents, readLeaseExtensions } from '../../storage/jobs/history.js';
+import { readJob } from '../../storage/jobs/read.js';
 
 /** Reads a job and its history from one snapshot; null when there is no such job. */
 export function readJobWithHistory(

@@ -1,8 +1,8 @@
-import type { LeaseholdContext } from '../../context.js';
-import { type EffectRow, listJobEffects } from '../../storage/effects-read.js';
-import { assertJobId } from '../../validation.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { assertJobId } from '../../shared/validation.js';
+import { type EffectRow, listJobEffects } from '../../storage/flows/effects-read.js';
 
-export type { EffectRow } from '../../storage/effects-read.js';
+export type { EffectRow } from '../../storage/flows/effects-read.js';
 
 /** Most effects one read returns (a job's timeline in the dashboard). */
 const MAX_EFFECTS = 100;

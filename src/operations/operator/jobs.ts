@@ -1,12 +1,12 @@
-import type { LeaseholdContext } from '../../context.js';
-import type { JobWithHistory } from '../../job-history.js';
-import { type Job, readJob } from '../../storage/read.js';
-import { readJobScheduleTick } from '../../storage/schedules.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { assertJobId, optionalBoolean, optionsObject } from '../../validation.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import type { JobWithHistory } from '../../records/job-history.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { assertJobId, optionalBoolean, optionsObject } from '../../shared/validation.js';
+import { type Job, readJob } from '../../storage/jobs/read.js';
+import { readJobScheduleTick } from '../../storage/schedules/schedules.js';
 import { readJobWithHistory } from './history.js';
 
-export type { Job } from '../../storage/read.js';
+export type { Job } from '../../storage/jobs/read.js';
 
 /**
  * `lh.getJob`: one job, or null; with `history: true`, its history in order, from one snapshot.

@@ -1,11 +1,11 @@
-import type { LeaseholdContext } from '../../context.js';
-import { ValidationError } from '../../errors.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { ValidationError } from '../../shared/errors.js';
+import { assertQueueName, assertText, optionalInt } from '../../shared/validation.js';
 import {
   listOperatorActions,
   setQueuePausedAudited,
   setSchedulePausedAudited,
-} from '../../storage/operator-actions.js';
-import { assertQueueName, assertText, optionalInt } from '../../validation.js';
+} from '../../storage/operator/operator-actions.js';
 import { assertKnownQueue } from '../queues/known-queues.js';
 
 /** Who pauses or resumes, and why: both recorded in the operator action log. */

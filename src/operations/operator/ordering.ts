@@ -1,14 +1,14 @@
-import type { LeaseholdContext } from '../../context.js';
-import { JobNotFoundError, JobStateError, ValidationError } from '../../errors.js';
-import { listBlockedKeys } from '../../storage/ordering.js';
-import { skipJob } from '../../storage/skip.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { JobNotFoundError, JobStateError, ValidationError } from '../../shared/errors.js';
 import {
   assertJobId,
   assertQueueName,
   assertReasonAndActor,
   optionalInt,
   rejectUnknownOptions,
-} from '../../validation.js';
+} from '../../shared/validation.js';
+import { skipJob } from '../../storage/operator/skip.js';
+import { listBlockedKeys } from '../../storage/queues/ordering.js';
 
 /** Options of `skip`. */
 export interface SkipOptions {

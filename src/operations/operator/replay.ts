@@ -1,12 +1,4 @@
-import { JobNotFoundError, JobStateError, ValidationError } from '../../errors.js';
-import type { Queryable } from '../../storage/db.js';
-import {
-  countDeadJobs,
-  type ReplayFilterParams,
-  type ReplayParams,
-  replayBatch,
-  replayJobs,
-} from '../../storage/replay.js';
+import { JobNotFoundError, JobStateError, ValidationError } from '../../shared/errors.js';
 import {
   assertJobId,
   assertQueueName,
@@ -17,7 +9,15 @@ import {
   optionalInt,
   optionalText,
   rejectUnknownOptions,
-} from '../../validation.js';
+} from '../../shared/validation.js';
+import type { Queryable } from '../../storage/db.js';
+import {
+  countDeadJobs,
+  type ReplayFilterParams,
+  type ReplayParams,
+  replayBatch,
+  replayJobs,
+} from '../../storage/operator/replay.js';
 
 /** Which dead jobs to replay by filter; at least one criterion is required. */
 export interface ReplayFilter {

@@ -1,4 +1,12 @@
-import { ValidationError } from '../../errors.js';
+import { ValidationError } from '../../shared/errors.js';
+import {
+  assertJobId,
+  assertQueueName,
+  assertText,
+  MAX_BATCH,
+  optionalInt,
+  rejectUnknownOptions,
+} from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import {
   countJobs,
@@ -9,15 +17,7 @@ import {
   type SearchStatus,
   searchJobs,
   setPayloadSearchChars,
-} from '../../storage/search.js';
-import {
-  assertJobId,
-  assertQueueName,
-  assertText,
-  MAX_BATCH,
-  optionalInt,
-  rejectUnknownOptions,
-} from '../../validation.js';
+} from '../../storage/operator/search.js';
 
 /**
  * What to find: each criterion narrows the result. Times are `Date`s or ISO 8601 strings; the

@@ -1,5 +1,5 @@
 import { CONNECTION_GONE, LEAVE_SERVER } from '../../connection/primary.js';
-import { DatabaseError } from '../../errors.js';
+import { DatabaseError } from '../../shared/errors.js';
 
 /**
  * Delays before each new attempt of a statement whose answer was lost: enough for a pool to leave a

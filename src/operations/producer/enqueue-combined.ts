@@ -1,10 +1,10 @@
-import type { EnqueueResult } from '../../client-options.js';
-import type { LeaseholdContext } from '../../context.js';
-import type { CombinedEntry, SendCombined } from '../../enqueue-combiner.js';
-import { insertJob, insertJobs, insertKeyedJobs, type NewJob } from '../../storage/enqueue.js';
+import type { EnqueueResult } from '../../context/client-options.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import type { CombinedEntry, SendCombined } from '../../context/enqueue-combiner.js';
+import { insertJob, insertJobs, insertKeyedJobs, type NewJob } from '../../storage/jobs/enqueue.js';
 import { retryWhileAnswerLost } from './answer-lost.js';
 
-// The statements of combined autonomous enqueues (issue 39; the mechanism is src/enqueue-combiner.ts):
+// The statements of combined autonomous enqueues (issue 39; the mechanism is src/context/enqueue-combiner.ts):
 // which calls may share one, and how each caller gets its own answer from it.
 
 /** One autonomous enqueue's validated row, and its idempotency key (null: a plain job). */
@@ -53,7 +53,7 @@ function sendFor(context: LeaseholdContext): SendCombined<CombinedItem, EnqueueR
 /**
  * Plain rows: one row alone runs the single-row statement a call without combining runs (so an idle
  * producer's latency is unchanged), more run one batch insert (ids in input order). The wake-up is
- * coalesced per queue as for any autocommit enqueue (src/wakeup-coalescer.ts).
+ * coalesced per queue as for any autocommit enqueue (src/context/wakeup-coalescer.ts).
  */
 async function sendPlain(
   context: LeaseholdContext,

@@ -1,7 +1,14 @@
-import type { EnqueueManyResult, EnqueueResult } from '../../client-options.js';
-import type { LeaseholdContext } from '../../context.js';
-import { DEDUPE_FIELDS, DEDUPE_MODES, MAX_DEDUPE_WINDOW_MS, MAX_KEY_CHARS } from '../../enqueue-fields.js';
-import { DatabaseError, isLeaseholdError, ValidationError } from '../../errors.js';
+import type { EnqueueManyResult, EnqueueResult } from '../../context/client-options.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import {
+  DEDUPE_FIELDS,
+  DEDUPE_MODES,
+  MAX_DEDUPE_WINDOW_MS,
+  MAX_KEY_CHARS,
+} from '../../shared/enqueue-fields.js';
+import { DatabaseError, isLeaseholdError, ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { assertInt, assertText } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import {
   type DedupedRow,
@@ -10,12 +17,10 @@ import {
   inWriteTransaction,
   type NewDedupedJob,
   type NewJob,
-} from '../../storage/enqueue.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { assertInt, assertText } from '../../validation.js';
+} from '../../storage/jobs/enqueue.js';
 
 /** Longest dedupe window accepted, in ms (366 days). */
-export { MAX_DEDUPE_WINDOW_MS } from '../../enqueue-fields.js';
+export { MAX_DEDUPE_WINDOW_MS } from '../../shared/enqueue-fields.js';
 
 // A statement answers `stale` only for a key a concurrent enqueue moved after its snapshot was
 // taken; the next statement's snapshot includes that commit, so each run gets through one more
@@ -88,7 +93,7 @@ export async function enqueueDeduped(
   dedupe: Dedupe,
   inCallerTransaction: boolean,
 ): Promise<EnqueueResult> {
-  // Autocommit: wake-ups coalesced like plain enqueues' (see src/wakeup-coalescer.ts).
+  // Autocommit: wake-ups coalesced like plain enqueues' (see src/context/wakeup-coalescer.ts).
   const notify = inCallerTransaction || context.wakeups.notifyInline(queue);
   const [row] = await runUntilSettled(
     context,

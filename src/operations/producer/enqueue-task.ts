@@ -1,10 +1,10 @@
-import type { EnqueueItem, EnqueueOptions, EnqueueResult } from '../../client-options.js';
-import type { LeaseholdContext } from '../../context.js';
-import { ValidationError } from '../../errors.js';
-import { assertPayloadMatches } from '../../runtime/payload-schema.js';
+import type { EnqueueItem, EnqueueOptions, EnqueueResult } from '../../context/client-options.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { assertPayloadMatches } from '../../runtime/run/payload-schema.js';
 import type { AnyTask } from '../../runtime/task.js';
+import { ValidationError } from '../../shared/errors.js';
+import { MAX_ENQUEUE_MANY } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
-import { MAX_ENQUEUE_MANY } from '../../validation.js';
 import { enqueue, enqueueMany } from './enqueue.js';
 
 /**

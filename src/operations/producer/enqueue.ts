@@ -1,19 +1,16 @@
-import type { EnqueueItem, EnqueueManyResult, EnqueueOptions, EnqueueResult } from '../../client-options.js';
-import { MAX_ATTEMPTS_LIMIT } from '../../config.js';
-import { connectionFor, type LeaseholdContext } from '../../context.js';
-import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY } from '../../defaults.js';
-import { ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS, MAX_KEY_CHARS } from '../../enqueue-fields.js';
-import { ValidationError } from '../../errors.js';
+import type {
+  EnqueueItem,
+  EnqueueManyResult,
+  EnqueueOptions,
+  EnqueueResult,
+} from '../../context/client-options.js';
+import { connectionFor, type LeaseholdContext } from '../../context/context.js';
 import { traceEnqueue } from '../../observability/tracing.js';
-import type { Queryable } from '../../storage/db.js';
-import {
-  insertJob,
-  insertJobs,
-  insertKeyedJob,
-  insertOrderedJobs,
-  type NewJob,
-} from '../../storage/enqueue.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
+import { MAX_ATTEMPTS_LIMIT } from '../../shared/config.js';
+import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY } from '../../shared/defaults.js';
+import { ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS, MAX_KEY_CHARS } from '../../shared/enqueue-fields.js';
+import { ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
 import {
   assertQueueName,
   MAX_ENQUEUE_MANY,
@@ -24,7 +21,15 @@ import {
   PRIORITY_LIMIT,
   scheduleFromOptions,
   serialisePayload,
-} from '../../validation.js';
+} from '../../shared/validation.js';
+import type { Queryable } from '../../storage/db.js';
+import {
+  insertJob,
+  insertJobs,
+  insertKeyedJob,
+  insertOrderedJobs,
+  type NewJob,
+} from '../../storage/jobs/enqueue.js';
 import { retryWhileAnswerLost } from './answer-lost.js';
 import { enqueueCombined } from './enqueue-combined.js';
 import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
@@ -153,7 +158,7 @@ async function enqueueBatch(
     return { ids: await insertOrderedJobs(db, schema, queue, jobs) };
   }
   if (options.client) return { ids: await insertJobs(db, schema, queue, jobs) };
-  // Autocommit: wake-ups coalesced like single enqueues (see src/wakeup-coalescer.ts).
+  // Autocommit: wake-ups coalesced like single enqueues (see src/context/wakeup-coalescer.ts).
   const notify = wakeups.notifyInline(queue);
   const ids = await insertJobs(db, schema, queue, jobs, { notify });
   if (!notify) wakeups.quietInsertCommitted(queue);

@@ -1,10 +1,15 @@
 import type pg from 'pg';
-import { connectionFor, type LeaseholdContext } from '../../context.js';
-import { toDatabaseError, ValidationError } from '../../errors.js';
-import { EVENT_RETENTION_MS, eventKey, eventName, eventPayloadText } from '../../runtime/wait-event.js';
+import { connectionFor, type LeaseholdContext } from '../../context/context.js';
+import {
+  EVENT_RETENTION_MS,
+  eventKey,
+  eventName,
+  eventPayloadText,
+} from '../../runtime/durable/wait-event.js';
+import { toDatabaseError, ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
 import type { Queryable } from '../../storage/db.js';
-import { sendEventRows } from '../../storage/events.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
+import { sendEventRows } from '../../storage/flows/events.js';
 
 /** What `sendEvent` sends: the key waits match on, and a JSON payload (at most 1 MiB). */
 export interface SendEventInput {

@@ -1,10 +1,10 @@
-import type { LeaseholdContext } from '../../context.js';
-import { ValidationError } from '../../errors.js';
-import { assertPayloadMatches } from '../../runtime/payload-schema.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { assertPayloadMatches } from '../../runtime/run/payload-schema.js';
 import type { AnyTask } from '../../runtime/task.js';
-import type { NewFlowNode } from '../../storage/flows.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { assertQueueName, MAX_ENQUEUE_MANY_BYTES } from '../../validation.js';
+import { ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { assertQueueName, MAX_ENQUEUE_MANY_BYTES } from '../../shared/validation.js';
+import type { NewFlowNode } from '../../storage/flows/flows.js';
 import { newJob } from './enqueue.js';
 
 /** Most jobs in one flow. */

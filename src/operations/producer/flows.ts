@@ -1,9 +1,9 @@
-import { connectionFor, type LeaseholdContext } from '../../context.js';
+import { connectionFor, type LeaseholdContext } from '../../context/context.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { assertJobId, optionalInt, optionsObject } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
-import { listBlockedFlows, readFlowNodes } from '../../storage/flow-read.js';
-import { insertFlow } from '../../storage/flows.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { assertJobId, optionalInt, optionsObject } from '../../validation.js';
+import { listBlockedFlows, readFlowNodes } from '../../storage/flows/flow-read.js';
+import { insertFlow } from '../../storage/flows/flows.js';
 import { type FlowNode, type OnParentDead, validateFlow } from './flow-input.js';
 
 export type { FlowNode, OnParentDead } from './flow-input.js';

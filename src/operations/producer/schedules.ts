@@ -1,21 +1,16 @@
-import { MAX_ATTEMPTS_LIMIT } from '../../config.js';
-import type { LeaseholdContext } from '../../context.js';
-import { DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_SCHEDULE_LATE_AFTER_MS } from '../../defaults.js';
-import { ValidationError } from '../../errors.js';
+import type { LeaseholdContext } from '../../context/context.js';
 import { fireDueSchedules, type SchedulerResult, ticksAfter } from '../../maintenance/scheduler.js';
 import { loadTimetables, MAX_CATCH_UP } from '../../maintenance/timetables.js';
-import { assertPayloadMatches } from '../../runtime/payload-schema.js';
+import { assertPayloadMatches } from '../../runtime/run/payload-schema.js';
 import type { AnyTask } from '../../runtime/task.js';
+import { MAX_ATTEMPTS_LIMIT } from '../../shared/config.js';
 import {
-  deleteSchedule,
-  listScheduleRows,
-  readScheduleRow,
-  type ScheduleDefinition,
-  type ScheduleRow,
-  setSchedulePaused,
-  upsertSchedule,
-} from '../../storage/schedules.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_PRIORITY,
+  DEFAULT_SCHEDULE_LATE_AFTER_MS,
+} from '../../shared/defaults.js';
+import { ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
 import {
   assertInt,
   assertQueueName,
@@ -24,7 +19,16 @@ import {
   optionsObject,
   PRIORITY_LIMIT,
   serialisePayload,
-} from '../../validation.js';
+} from '../../shared/validation.js';
+import {
+  deleteSchedule,
+  listScheduleRows,
+  readScheduleRow,
+  type ScheduleDefinition,
+  type ScheduleRow,
+  setSchedulePaused,
+  upsertSchedule,
+} from '../../storage/schedules/schedules.js';
 
 export type { SchedulerResult } from '../../maintenance/scheduler.js';
 

@@ -1,5 +1,7 @@
-import type { EnqueueOptions } from '../../client-options.js';
-import type { LeaseholdContext } from '../../context.js';
+import type { EnqueueOptions } from '../../context/client-options.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { type JobEnd, WAITERS_CLOSED } from '../../context/job-waiters.js';
+import type { AnyTask } from '../../runtime/task.js';
 import {
   JobCancelledError,
   JobDeadError,
@@ -7,11 +9,9 @@ import {
   ValidationError,
   WaitAbortedError,
   WaitTimeoutError,
-} from '../../errors.js';
-import { type JobEnd, WAITERS_CLOSED } from '../../job-waiters.js';
-import type { AnyTask } from '../../runtime/task.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { assertJobId, optionalInt, optionsObject } from '../../validation.js';
+} from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { assertJobId, optionalInt, optionsObject } from '../../shared/validation.js';
 import { enqueue } from './enqueue.js';
 import { enqueueTask } from './enqueue-task.js';
 
@@ -44,7 +44,7 @@ const WAIT_KEYS = ['timeoutMs', 'signal'] as const;
  * or `JobCancelledError` (the last error summary, never the payload) when it ended otherwise,
  * `JobNotFoundError` when there is no such job (or retention removed it), `WaitTimeoutError`
  * after `timeoutMs`, `WaitAbortedError` when `signal` aborts or the client closes. Wakes on the
- * notification the statement ending the job sends, and polls as a fallback (see job-waiters.ts).
+ * notification the statement ending the job sends, and polls as a fallback (see context/job-waiters.ts).
  */
 export function waitFor(
   context: LeaseholdContext,

@@ -1,14 +1,14 @@
-import { QueueNotFoundError } from '../../errors.js';
+import { QueueNotFoundError } from '../../shared/errors.js';
+import { closestNames } from '../../shared/unknown-options.js';
+import { assertQueueName } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
-import { forgetQueueRow, isKnownQueue, knownQueueNames } from '../../storage/known-queues.js';
-import { closestNames } from '../../unknown-options.js';
-import { assertQueueName } from '../../validation.js';
+import { forgetQueueRow, isKnownQueue, knownQueueNames } from '../../storage/queues/known-queues.js';
 
 // Names read to suggest from, at most: a typo's neighbours are found among the first ten thousand.
 const SUGGESTION_NAMES = 10_000;
 
 /**
- * Refuses a queue that is not known (storage/known-queues.ts) with `QueueNotFoundError`, naming
+ * Refuses a queue that is not known (storage/queues/known-queues.ts) with `QueueNotFoundError`, naming
  * the known queues spelt nearest: what turns `pause emials` into "did you mean emails?" instead of
  * a new, paused, phantom queue. One index probe per job table when the queue is known.
  */

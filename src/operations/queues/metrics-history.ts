@@ -1,7 +1,12 @@
 import type pg from 'pg';
 import { PeriodicService } from '../../maintenance/periodic-service.js';
-import { pruneRollup, type RollupGauges, readRollup, writeRollup } from '../../storage/metrics-rollup.js';
-import { assertQueueName } from '../../validation.js';
+import { assertQueueName } from '../../shared/validation.js';
+import {
+  pruneRollup,
+  type RollupGauges,
+  readRollup,
+  writeRollup,
+} from '../../storage/operator/metrics-rollup.js';
 import type { LeaseholdStats } from './stats.js';
 import { readStats } from './stats.js';
 

@@ -1,5 +1,10 @@
-import type { LeaseholdContext } from '../../context.js';
-import { assertQueueName, optionalBoolean, optionsObject, rejectUnknownOptions } from '../../validation.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import {
+  assertQueueName,
+  optionalBoolean,
+  optionsObject,
+  rejectUnknownOptions,
+} from '../../shared/validation.js';
 import { assertKnownQueue } from './known-queues.js';
 import { configureQueue, type QueueConfig, type QueueSettings } from './queues.js';
 

@@ -1,5 +1,13 @@
-import { DEFAULT_UNATTENDED_AFTER_MS } from '../../defaults.js';
-import { isLeaseholdError, ValidationError } from '../../errors.js';
+import { DEFAULT_UNATTENDED_AFTER_MS } from '../../shared/defaults.js';
+import { isLeaseholdError, ValidationError } from '../../shared/errors.js';
+import {
+  assertInt,
+  assertQueueName,
+  assertText,
+  optionalInt,
+  optionsObject,
+  rejectUnknownOptions,
+} from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import {
   configureQueue as configureQueueRow,
@@ -8,15 +16,7 @@ import {
   ONE_LIMITED_CLAIM_CONSTRAINT,
   type QueueChanges,
   type QueueRow,
-} from '../../storage/queues.js';
-import {
-  assertInt,
-  assertQueueName,
-  assertText,
-  optionalInt,
-  optionsObject,
-  rejectUnknownOptions,
-} from '../../validation.js';
+} from '../../storage/queues/queues.js';
 import { parseConcurrencyLimit, parseRateLimit, type RateLimit } from './rate-limits.js';
 import { isUnattended } from './unattended.js';
 

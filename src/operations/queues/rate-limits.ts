@@ -1,5 +1,5 @@
-import { ValidationError } from '../../errors.js';
-import { assertInt, rejectUnknownOptions } from '../../validation.js';
+import { ValidationError } from '../../shared/errors.js';
+import { assertInt, rejectUnknownOptions } from '../../shared/validation.js';
 
 /** A queue's rate limit: at most `max` jobs start in any interval of `perMs` milliseconds. */
 export interface RateLimit {

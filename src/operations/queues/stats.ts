@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { DEFAULT_STATS_OPTIONS as STATS_DEFAULTS } from '../../defaults.js';
-import { ValidationError } from '../../errors.js';
-import { inReadSnapshot } from '../../storage/history.js';
-import { readRateLimitStats } from '../../storage/rate-limits.js';
+import { DEFAULT_STATS_OPTIONS as STATS_DEFAULTS } from '../../shared/defaults.js';
+import { ValidationError } from '../../shared/errors.js';
+import { optionalInt, rejectUnknownOptions } from '../../shared/validation.js';
+import { inReadSnapshot } from '../../storage/jobs/history.js';
 import {
   applyStatsPlannerSettings,
   readEventWindow,
@@ -10,8 +10,8 @@ import {
   readQueueStats,
   readRefusalCounts,
   type StatsBounds,
-} from '../../storage/stats.js';
-import { optionalInt, rejectUnknownOptions } from '../../validation.js';
+} from '../../storage/operator/stats.js';
+import { readRateLimitStats } from '../../storage/queues/rate-limits.js';
 import { type ThrottleStats, toThrottleStats } from './throttle-stats.js';
 import { isUnattended } from './unattended.js';
 
@@ -31,7 +31,7 @@ export interface StatsOptions {
   unattendedAfterMs?: number;
 }
 
-/** Defaults of `stats()` (defined in defaults.ts, which `import 'leasehold'` loads without this module). */
+/** Defaults of `stats()` (defined in shared/defaults.ts, which `import 'leasehold'` loads without this module). */
 export const DEFAULT_STATS_OPTIONS: Readonly<Required<StatsOptions>> = STATS_DEFAULTS;
 
 /** One queue's database-derived gauges. */
@@ -131,7 +131,7 @@ export function resolveStatsOptions(options: StatsOptions = {}): StatsBounds & {
 
 /**
  * Reads every gauge in one read-only transaction (repeatable read, so the parts agree). Every
- * statement is index-served and bounded: see storage/stats.ts and docs/observability.md.
+ * statement is index-served and bounded: see storage/operator/stats.ts and docs/observability.md.
  */
 export async function readStats(
   pool: pg.Pool,

@@ -1,4 +1,4 @@
-import type { RateLimitStatsRow } from '../../storage/rate-limits.js';
+import type { RateLimitStatsRow } from '../../storage/queues/rate-limits.js';
 
 /** A limited queue's limits and how much they held its claims back (in `stats().queues[].throttle`). */
 export interface ThrottleStats {

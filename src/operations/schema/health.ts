@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import type { OutstandingStatement, StatementWatch } from '../../connection/statement-watch.js';
-import { ValidationError } from '../../errors.js';
-import { readJobsTuples, readOldestTransaction } from '../../storage/health.js';
-import { rejectUnknownOptions } from '../../validation.js';
+import { ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/validation.js';
+import { readJobsTuples, readOldestTransaction } from '../../storage/operator/health.js';
 import { readStats } from '../queues/stats.js';
 
 export type { OutstandingStatement } from '../../connection/statement-watch.js';

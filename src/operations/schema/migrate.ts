@@ -1,4 +1,4 @@
-import type { LeaseholdContext } from '../../context.js';
+import type { LeaseholdContext } from '../../context/context.js';
 import { type MigrateResult, migrate as migrateSchema } from '../../migrations/migrator.js';
 
 export type { MigrateResult } from '../../migrations/migrator.js';

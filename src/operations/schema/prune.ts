@@ -1,12 +1,12 @@
-import type { PruneOptions } from '../../client-options.js';
-import type { LeaseholdContext } from '../../context.js';
-import { DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_LIMIT } from '../../defaults.js';
+import type { PruneOptions } from '../../context/client-options.js';
+import type { LeaseholdContext } from '../../context/context.js';
 import { type PruneResult, prunePass } from '../../maintenance/retention.js';
+import { DEFAULT_PRUNE_BATCH, DEFAULT_PRUNE_LIMIT } from '../../shared/defaults.js';
 
 export type { PruneResult } from '../../maintenance/retention.js';
 
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { MAX_BATCH, optionalInt, optionsObject } from '../../validation.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { MAX_BATCH, optionalInt, optionsObject } from '../../shared/validation.js';
 
 /** `lh.prune`: one retention pass now, in bounded batches on the pool (no lock: an operator's call). */
 export async function prune(context: LeaseholdContext, given?: PruneOptions): Promise<PruneResult> {

@@ -1,4 +1,4 @@
-import type { LeaseholdContext } from '../../context.js';
+import type { LeaseholdContext } from '../../context/context.js';
 import { type LaneRotationResult, rotateLanes as rotatePass } from '../../maintenance/lane-rotation.js';
 
 export type { LaneRotationResult } from '../../maintenance/lane-rotation.js';

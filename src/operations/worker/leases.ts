@@ -1,16 +1,11 @@
-import type { ClaimOptions, FailOptions } from '../../client-options.js';
-import { assertLeaseMs, MAX_ATTEMPTS_LIMIT } from '../../config.js';
-import { connectionFor, type LeaseholdContext } from '../../context.js';
-import { DEFAULT_CLAIM_LIMIT, DEFAULT_LEASE_MS } from '../../defaults.js';
-import { ValidationError } from '../../errors.js';
-import { type Lease, leaseFromRow } from '../../lease.js';
-import { describeError } from '../../runtime/error-details.js';
-import { completeJobs } from '../../storage/complete.js';
-import type { Queryable } from '../../storage/db.js';
-import { type FailOutcome, failJobs, snoozeJobs } from '../../storage/fail.js';
-import { leaseKey } from '../../storage/fence.js';
-import { extendLeases } from '../../storage/heartbeat.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
+import type { ClaimOptions, FailOptions } from '../../context/client-options.js';
+import { connectionFor, type LeaseholdContext } from '../../context/context.js';
+import { type Lease, leaseFromRow } from '../../records/lease.js';
+import { describeError } from '../../runtime/run/error-details.js';
+import { assertLeaseMs, MAX_ATTEMPTS_LIMIT } from '../../shared/config.js';
+import { DEFAULT_CLAIM_LIMIT, DEFAULT_LEASE_MS } from '../../shared/defaults.js';
+import { ValidationError } from '../../shared/errors.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
 import {
   assertClaimId,
   assertInt,
@@ -21,9 +16,14 @@ import {
   optionalBoolean,
   optionalInt,
   optionsObject,
-} from '../../validation.js';
+} from '../../shared/validation.js';
+import type { Queryable } from '../../storage/db.js';
+import { leaseKey } from '../../storage/fence.js';
+import { completeJobs } from '../../storage/leases/complete.js';
+import { type FailOutcome, failJobs, snoozeJobs } from '../../storage/leases/fail.js';
+import { extendLeases } from '../../storage/leases/heartbeat.js';
 
-export type { FailOutcome } from '../../storage/fail.js';
+export type { FailOutcome } from '../../storage/leases/fail.js';
 
 const CLAIM_OPTIONS: readonly (keyof ClaimOptions)[] = ['queue', 'owner', 'limit', 'leaseMs'];
 const FAIL_OPTIONS: readonly (keyof FailOptions)[] = [

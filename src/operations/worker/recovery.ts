@@ -1,9 +1,9 @@
-import { type BackoffOptions, resolveBackoff } from '../../config.js';
-import type { LeaseholdContext } from '../../context.js';
-import { DEFAULT_RECOVERY_LIMIT } from '../../defaults.js';
+import type { LeaseholdContext } from '../../context/context.js';
 import { type RecoveryResult, recoveryPass } from '../../maintenance/recovery.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { MAX_BATCH, optionalInt, optionsObject } from '../../validation.js';
+import { type BackoffOptions, resolveBackoff } from '../../shared/config.js';
+import { DEFAULT_RECOVERY_LIMIT } from '../../shared/defaults.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { MAX_BATCH, optionalInt, optionsObject } from '../../shared/validation.js';
 
 /** Options of `recoverExpired`. */
 export interface RecoverOptions {

@@ -1,7 +1,7 @@
-import type { LeaseholdContext } from '../../context.js';
-import { type RefusalCount, readRefusals } from '../../storage/read.js';
+import type { LeaseholdContext } from '../../context/context.js';
+import { type RefusalCount, readRefusals } from '../../storage/jobs/read.js';
 
-export type { RefusalCount } from '../../storage/read.js';
+export type { RefusalCount } from '../../storage/jobs/read.js';
 
 /** `lh.leaseRefusals`: the lost-fence attempts counted so far, per queue and operation. */
 export function leaseRefusals(context: LeaseholdContext): Promise<RefusalCount[]> {

@@ -1,10 +1,10 @@
-import type { LeaseholdContext } from '../../context.js';
+import type { LeaseholdContext } from '../../context/context.js';
 import type { IdleRunLimits, IdleRunResult } from '../../runtime/idle-run.js';
 import type { WorkerOptions } from '../../runtime/options.js';
 import { Worker } from '../../runtime/worker.js';
 import type { Logger } from '../../runtime/worker-logger.js';
-import { rejectUnknownOptions } from '../../unknown-options.js';
-import { optionalInt, optionsObject } from '../../validation.js';
+import { rejectUnknownOptions } from '../../shared/unknown-options.js';
+import { optionalInt, optionsObject } from '../../shared/validation.js';
 
 /** Options of `lh.runUntilIdle()`: what to run (queues and tasks, as for a worker) and the bounds. */
 export interface RunUntilIdleOptions extends IdleRunLimits {
