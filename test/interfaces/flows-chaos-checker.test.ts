@@ -15,6 +15,8 @@ async function setup(onParentDead: 'block' | 'run' = 'block') {
   const lh = await migratedClient();
   const pool = testPool(2);
   const ledger = `${lh.schema}_ledger`;
+  // The schema pool may hand this schema on from a file that made a ledger beside it too.
+  await pool.query(`DROP SCHEMA IF EXISTS "${ledger}" CASCADE`);
   await pool.query(`CREATE SCHEMA "${ledger}"`);
   await pool.query(
     `CREATE TABLE "${ledger}".runs (job_id bigint NOT NULL, token bigint NOT NULL,

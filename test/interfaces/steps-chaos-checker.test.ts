@@ -48,6 +48,8 @@ async function setup() {
   const pool = testPool(2);
   const schema = lh.schema;
   const ledger = `${schema}_ledger`;
+  // The schema pool may hand this schema on from a file that made a ledger beside it too.
+  await pool.query(`DROP SCHEMA IF EXISTS "${ledger}" CASCADE`);
   await pool.query(`CREATE SCHEMA "${ledger}"`);
   await pool.query(`
     CREATE TABLE "${ledger}".acked (job_id bigint PRIMARY KEY, mode text NOT NULL, event_key text, event_plan text);
