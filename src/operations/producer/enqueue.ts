@@ -31,8 +31,8 @@ import {
   type NewJob,
 } from '../../storage/jobs/enqueue.js';
 import { retryWhileAnswerLost } from './answer-lost.js';
-import { enqueueCombined } from './enqueue-combined.js';
 import { enqueueDeduped, enqueueManyDeduped, parseDedupe } from './enqueue-dedupe.js';
+import { enqueueCombined } from './write-combining.js';
 
 const ENQUEUE_OPTIONS: readonly (keyof EnqueueOptions)[] = ENQUEUE_OPTION_KEYS;
 const ENQUEUE_ITEM: readonly (keyof EnqueueItem)[] = ENQUEUE_ITEM_KEYS;
