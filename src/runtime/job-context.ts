@@ -320,7 +320,7 @@ export class ActiveJob implements JobContext {
       'transaction',
       () =>
         (async <Tx, T>(fn: (tx: Tx) => Promise<T> | T, options?: JobTransactionOptions<Tx>) => {
-          this.#ownPool ??= poolTransactions(this.#store.pool);
+          this.#ownPool ??= poolTransactions(this.#store.pool, () => this.deadline);
           const adapter = (
             options === undefined ? this.#ownPool : transactionAdapter(options)
           ) as TransactionAdapter<Tx>;
