@@ -190,6 +190,18 @@ export async function check(db, settings) {
       (SELECT created_at FROM leasehold.jobs WHERE id = r.job_id)) AS created_at) c ON true
     WHERE r.started_at < c.created_at + a.delay_ms * interval '1 millisecond'`);
 
+  // The early runs themselves (a handful at most), for the JSON: how early, and by whom.
+  const earlySamples = await all(`
+    SELECT r.job_id, r.token, r.owner, r.started_at, c.created_at, a.delay_ms,
+      extract(epoch FROM c.created_at + a.delay_ms * interval '1 millisecond' - r.started_at) * 1000 AS early_ms
+    FROM chaos.executions r
+    JOIN chaos.acked a ON a.job_id = r.job_id AND a.delay_ms > 0
+    JOIN LATERAL (SELECT coalesce(
+      (SELECT created_at FROM leasehold.finished_jobs WHERE id = r.job_id),
+      (SELECT created_at FROM leasehold.jobs WHERE id = r.job_id)) AS created_at) c ON true
+    WHERE r.started_at < c.created_at + a.delay_ms * interval '1 millisecond'
+    ORDER BY r.started_at LIMIT 10`);
+
   const skewed = await one(`
     SELECT count(*)::int AS runs,
       (SELECT count(*) FROM leasehold.finished_jobs f WHERE split_part(f.lease_owner, '-', 1) = ANY (
@@ -336,7 +348,7 @@ export async function check(db, settings) {
       falseExpiries: falseExpiries.length,
       falseExpirySamples: falseExpiries.slice(0, 5),
     },
-    early,
+    early: { ...early, samples: earlySamples },
     skewed,
     pauses,
     effects,
