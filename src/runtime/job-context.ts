@@ -269,6 +269,9 @@ export class ActiveJob implements JobContext {
       get holdsLease() {
         return job.holdsLease;
       },
+      get deadline() {
+        return job.deadline;
+      },
       lostLease: () => job.abort('lease-lost'),
     };
   }

@@ -160,6 +160,67 @@ describe('never hang silently', () => {
     await worker.stop();
   }, 90_000);
 
+  it('job.effect waiting on a black-holed connection gives up when its lease runs out, and performs nothing', async () => {
+    const setup = await migratedClient();
+    const proxy = await startTcpProxy(databaseUrl());
+    const lh = new Leasehold({
+      connectionString: proxy.connectionString,
+      schema: setup.schema,
+      statementTimeoutMs: 300_000,
+      // Neither a statement nor a new connection is bounded by anything but the lease here.
+      connectTimeoutMs: 300_000,
+    });
+    clients.push(lh);
+    const runs: string[] = [];
+    const thrown: unknown[] = [];
+    const performed: string[] = [];
+    let cut = false;
+    const worker = lh.worker({
+      queues: {
+        effecthole: {
+          leaseMs: 1000,
+          handler: async (job) => {
+            runs.push(job.id);
+            // The first run waits for the cut, then asks the effects ledger through the hole.
+            if (runs.length === 1) await waitFor(() => cut, { what: 'the cut' });
+            try {
+              await job.effect('call', {
+                perform: async (key) => {
+                  performed.push(key);
+                },
+              });
+            } catch (err) {
+              thrown.push(err);
+              throw err;
+            }
+          },
+        },
+      },
+      pollIntervalMs: 100,
+      recoveryIntervalMs: 200,
+    });
+    worker.on('error', () => {});
+    await started(worker);
+    const { id } = await setup.enqueue('effecthole', {});
+    await waitFor(() => runs.length > 0, { what: 'the first run' });
+
+    proxy.blackHole();
+    cut = true;
+    await waitFor(() => thrown.length > 0, { what: 'job.effect to give up', timeoutMs: 30_000 });
+    expect(thrown[0]).toBeInstanceOf(LeaseLostError);
+    expect(String((thrown[0] as Error).message)).toMatch(/before the lease ran out/);
+    expect(performed).toEqual([]);
+
+    proxy.heal();
+    await waitFor(async () => (await setup.getJob(id))?.status === 'succeeded', {
+      what: 'the job to succeed on its next run',
+      timeoutMs: 30_000,
+    });
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    expect(performed).toHaveLength(1);
+    await worker.stop();
+  }, 90_000);
+
   it('a commit waiting for a synchronous standby that does not exist raises stalled and fails the health rule', async () => {
     const server = await startRestartablePostgres();
     const schema = uniqueSchema('lh_syncrep');
