@@ -128,6 +128,31 @@ export async function check(db, settings) {
     FROM measured`,
     [overlapBoundMs],
   );
+  // The pairs beyond the bound, worst first, with what the earlier run was doing: its outcome, its
+  // job's mode, and how its claim ended on the database (a lease expiry, and when). What explains an
+  // overlap (a handler blocked in a statement, a claim or renewal lost with a primary) is read here.
+  const overlapSamples = await all(
+    `
+    WITH pairs AS (
+      SELECT a.job_id, a.token AS a_token, a.owner AS a_owner, a.outcome AS a_outcome,
+        a.queue AS a_queue, a.started_at AS a_started_at, a.ended_at AS a_ended_at, a.duration_ms AS a_duration_ms,
+        b.token AS b_token, b.owner AS b_owner, b.started_at AS b_started_at, b.ended_at AS b_ended_at,
+        extract(epoch FROM least(a.ended_at, b.ended_at) - greatest(a.started_at, b.started_at)) * 1000 AS raw_ms
+      FROM chaos.executions a
+      JOIN chaos.executions b ON b.job_id = a.job_id AND b.token > a.token
+      WHERE a.ended_at IS NOT NULL AND b.ended_at IS NOT NULL
+    )
+    SELECT p.*, coalesce((SELECT a.mode FROM chaos.acked a WHERE a.job_id = p.job_id), j.payload->>'mode') AS mode,
+      (SELECT e.kind FROM leasehold.job_events e WHERE e.job_id = p.job_id AND e.lease_token = p.a_token
+        AND e.kind <> 'refused' ORDER BY e.id LIMIT 1) AS a_claim_ended_by,
+      (SELECT e.at FROM leasehold.job_events e WHERE e.job_id = p.job_id AND e.lease_token = p.a_token
+        AND e.kind <> 'refused' ORDER BY e.id LIMIT 1) AS a_claim_ended_at
+    FROM pairs p
+    LEFT JOIN leasehold.jobs j ON j.id = p.job_id
+    WHERE p.raw_ms > $1
+    ORDER BY p.raw_ms DESC LIMIT 10`,
+    [overlapBoundMs],
+  );
 
   const recovery = await one(`
     SELECT (SELECT count(*) FROM leasehold.job_events WHERE kind = 'lease_expired')::int AS expiries,
@@ -164,6 +189,18 @@ export async function check(db, settings) {
       (SELECT created_at FROM leasehold.finished_jobs WHERE id = r.job_id),
       (SELECT created_at FROM leasehold.jobs WHERE id = r.job_id)) AS created_at) c ON true
     WHERE r.started_at < c.created_at + a.delay_ms * interval '1 millisecond'`);
+
+  // The early runs themselves (a handful at most), for the JSON: how early, and by whom.
+  const earlySamples = await all(`
+    SELECT r.job_id, r.token, r.owner, r.started_at, c.created_at, a.delay_ms,
+      extract(epoch FROM c.created_at + a.delay_ms * interval '1 millisecond' - r.started_at) * 1000 AS early_ms
+    FROM chaos.executions r
+    JOIN chaos.acked a ON a.job_id = r.job_id AND a.delay_ms > 0
+    JOIN LATERAL (SELECT coalesce(
+      (SELECT created_at FROM leasehold.finished_jobs WHERE id = r.job_id),
+      (SELECT created_at FROM leasehold.jobs WHERE id = r.job_id)) AS created_at) c ON true
+    WHERE r.started_at < c.created_at + a.delay_ms * interval '1 millisecond'
+    ORDER BY r.started_at LIMIT 10`);
 
   const skewed = await one(`
     SELECT count(*)::int AS runs,
@@ -305,13 +342,13 @@ export async function check(db, settings) {
     acks,
     runs: { ...runs, beyondMax: runs.beyond_max + Number(beyondMax.n) },
     reruns,
-    overlap,
+    overlap: { ...overlap, samples: overlapSamples },
     recovery: {
       ...recovery,
       falseExpiries: falseExpiries.length,
       falseExpirySamples: falseExpiries.slice(0, 5),
     },
-    early,
+    early: { ...early, samples: earlySamples },
     skewed,
     pauses,
     effects,

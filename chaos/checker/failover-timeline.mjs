@@ -14,12 +14,20 @@
 //   promotion: the new primary's job-id sequence can hand a lost job's id to a new job.
 // Enqueues are split by the producer's acknowledgment time (before the promotion: old primary).
 
+const asText = (value) => value;
+
 /** Copies the ledger server's tables into `db` (the new primary's chaos schema, empty so far). */
 export async function copyLedger(ledger, db) {
   const tables = ['runs', 'run_ends', 'acks', 'downstream_calls', 'downstream_applied'];
   const copied = {};
   for (const table of tables) {
-    const { rows } = await ledger.query(`SELECT * FROM chaos.${table}`);
+    // Every value as the server's text: a timestamptz through a JS Date keeps milliseconds only,
+    // and a run's start cut to the millisecond can look earlier than its job's microsecond-exact
+    // scheduled time (the checker's early-run rule). json_populate_recordset parses the text back.
+    const { rows } = await ledger.query({
+      text: `SELECT * FROM chaos.${table}`,
+      types: { getTypeParser: () => asText },
+    });
     for (let i = 0; i < rows.length; i += 5000) {
       await db.query(
         `INSERT INTO chaos.${table} SELECT * FROM json_populate_recordset(null::chaos.${table}, $1::json)`,

@@ -111,6 +111,9 @@ export function patroni({ root, nodes, mode, lagBytes, user, log }) {
           rewind: { username: 'postgres', password: 'unused' },
         },
         parameters: { unix_socket_directories: dir },
+        // A node rebuilt from the leader (a failed rewind, a reinit) copies it without waiting for
+        // a spread checkpoint: under load that wait took minutes (checkpoint_timeout 5 min).
+        basebackup: [{ checkpoint: 'fast' }],
       },
     };
     const file = join(dir, 'patroni.yml');

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Leasehold } from '../../src/index.js';
+import { Leasehold, LeaseLostError } from '../../src/index.js';
 import { databaseUrl, migratedClient, uniqueSchema, waitFor } from '../support/db.js';
 import { startRestartablePostgres } from '../support/restartable-postgres.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
@@ -91,6 +91,133 @@ describe('never hang silently', () => {
     });
     // The completion sent into the hole was never taken for a success: the job ran again.
     expect(startedJobs.filter((job) => job === first.id).length).toBeGreaterThanOrEqual(2);
+    await worker.stop();
+  }, 90_000);
+
+  it('a job.transaction waiting on a black-holed connection is abandoned when its lease runs out, not at the statement timeout', async () => {
+    const setup = await migratedClient();
+    const proxy = await startTcpProxy(databaseUrl());
+    // A statement timeout far beyond the test's own waits: only the lease can end the transaction.
+    const lh = new Leasehold({
+      connectionString: proxy.connectionString,
+      schema: setup.schema,
+      statementTimeoutMs: 300_000,
+      connectTimeoutMs: 1000,
+    });
+    clients.push(lh);
+    let holed: () => void = () => {};
+    const hole = new Promise<void>((resolve) => {
+      holed = resolve;
+    });
+    const opened: string[] = [];
+    const thrown: unknown[] = [];
+    const committed: string[] = [];
+    const worker = lh.worker({
+      queues: {
+        txhole: {
+          leaseMs: 1000,
+          handler: async (job) => {
+            const first = opened.length === 0;
+            try {
+              await job.transaction(async (tx: pg.PoolClient) => {
+                opened.push(job.id);
+                // The first run's statement goes into the hole; later runs' go through.
+                if (first) await hole;
+                await tx.query('SELECT 1');
+              });
+              committed.push(job.id);
+            } catch (err) {
+              thrown.push(err);
+              throw err;
+            }
+          },
+        },
+      },
+      pollIntervalMs: 100,
+      recoveryIntervalMs: 200,
+    });
+    worker.on('error', () => {});
+    await started(worker);
+    const { id } = await setup.enqueue('txhole', {});
+    await waitFor(() => opened.length > 0, { what: 'the transaction to open' });
+
+    proxy.blackHole();
+    holed();
+    // The statement is never answered; the lease's deadline ends the transaction, not the timeout.
+    await waitFor(() => thrown.length > 0, { what: 'job.transaction to give up', timeoutMs: 30_000 });
+    expect(thrown[0]).toBeInstanceOf(LeaseLostError);
+    expect(String((thrown[0] as Error).message)).toMatch(/ran out while its transaction was open/);
+    expect(committed).toEqual([]);
+
+    proxy.heal();
+    // The abandoned transaction committed nothing: the lapsed lease is recovered, the job runs again.
+    await waitFor(async () => (await setup.getJob(id))?.status === 'succeeded', {
+      what: 'the job to succeed on its next run',
+      timeoutMs: 30_000,
+    });
+    expect(opened.filter((job) => job === id).length).toBeGreaterThanOrEqual(2);
+    expect(committed).toEqual([id]);
+    await worker.stop();
+  }, 90_000);
+
+  it('job.effect waiting on a black-holed connection gives up when its lease runs out, and performs nothing', async () => {
+    const setup = await migratedClient();
+    const proxy = await startTcpProxy(databaseUrl());
+    const lh = new Leasehold({
+      connectionString: proxy.connectionString,
+      schema: setup.schema,
+      statementTimeoutMs: 300_000,
+      // Neither a statement nor a new connection is bounded by anything but the lease here.
+      connectTimeoutMs: 300_000,
+    });
+    clients.push(lh);
+    const runs: string[] = [];
+    const thrown: unknown[] = [];
+    const performed: string[] = [];
+    let cut = false;
+    const worker = lh.worker({
+      queues: {
+        effecthole: {
+          leaseMs: 1000,
+          handler: async (job) => {
+            runs.push(job.id);
+            // The first run waits for the cut, then asks the effects ledger through the hole.
+            if (runs.length === 1) await waitFor(() => cut, { what: 'the cut' });
+            try {
+              await job.effect('call', {
+                perform: async (key) => {
+                  performed.push(key);
+                },
+              });
+            } catch (err) {
+              thrown.push(err);
+              throw err;
+            }
+          },
+        },
+      },
+      pollIntervalMs: 100,
+      recoveryIntervalMs: 200,
+    });
+    worker.on('error', () => {});
+    await started(worker);
+    const { id } = await setup.enqueue('effecthole', {});
+    await waitFor(() => runs.length > 0, { what: 'the first run' });
+
+    proxy.blackHole();
+    cut = true;
+    await waitFor(() => thrown.length > 0, { what: 'job.effect to give up', timeoutMs: 30_000 });
+    expect(thrown[0]).toBeInstanceOf(LeaseLostError);
+    expect(String((thrown[0] as Error).message)).toMatch(/before the lease ran out/);
+    expect(performed).toEqual([]);
+
+    proxy.heal();
+    await waitFor(async () => (await setup.getJob(id))?.status === 'succeeded', {
+      what: 'the job to succeed on its next run',
+      timeoutMs: 30_000,
+    });
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    expect(performed).toHaveLength(1);
     await worker.stop();
   }, 90_000);
 

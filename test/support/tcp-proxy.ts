@@ -58,10 +58,17 @@ export async function startTcpProxy(serverUrl: string): Promise<TcpProxy> {
       client.destroy();
       upstream.destroy();
     };
-    for (const socket of [client, upstream]) {
-      socket.on('error', close);
-      socket.on('close', close);
-    }
+    // A partition carries no FIN either: the server closing its end (its idle-in-transaction
+    // timeout, a terminated backend) is not seen by the client until the heal resets the pair.
+    const upstreamClosed = () => {
+      if (!holed) return close();
+      pair.lostBytes = true;
+      upstream.destroy();
+    };
+    client.on('error', close);
+    client.on('close', close);
+    upstream.on('error', upstreamClosed);
+    upstream.on('close', upstreamClosed);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();

@@ -5,6 +5,7 @@ import { recordRefusedCompletion, setTransactionTimeouts } from '../../storage/l
 import { findLandedOutcomes } from '../../storage/leases/outcome-lookup.js';
 import type { EffectStore } from '../run/job-context.js';
 import {
+  abandonedError,
   type JobTransactionOptions,
   poolTransactions,
   type TransactionAdapter,
@@ -46,10 +47,12 @@ export async function runBatchTransaction<Tx, T>(
 ): Promise<T> {
   if (typeof fn !== 'function')
     throw new ValidationError('fn', 'job.transaction takes a function (tx) => ...');
-  const adapter = (
-    options === undefined ? poolTransactions(store.pool) : transactionAdapter(options)
-  ) as TransactionAdapter<Tx>;
   const items = batch.filter((item) => !item.reported && item.aloneOutcome === null);
+  // The default adapter abandons the transaction once the first of the batch's leases runs out.
+  const deadline = () => Math.min(...items.map((item) => item.deadline));
+  const adapter = (
+    options === undefined ? poolTransactions(store.pool, deadline) : transactionAdapter(options)
+  ) as TransactionAdapter<Tx>;
   if (items.length === 0 || items.some((item) => item.transacting)) {
     throw new LeaseholdError('JOB_STATE', 'this batch has no job left to complete, or a transaction is open');
   }
@@ -108,6 +111,8 @@ async function runOnce<Tx, T>(
       return { done: true, value: produced as T };
     }
     if (presented && accepted === null && isMovedRowConflict(err)) return { done: false, error: err };
+    const gone = items.find((item) => !item.holdsLease);
+    if (accepted === null && gone) throw abandonedError(gone.id, err);
     throw err;
   }
 }

@@ -32,6 +32,8 @@ export interface EffectHost {
   readonly idempotencyKey: string;
   /** The lease is still ours as far as this process can tell. */
   readonly holdsLease: boolean;
+  /** When the worker must consider the lease gone (performance.now() time; renewals move it). */
+  readonly deadline: number;
   /** Called when the database refused a write: the lease is gone. */
   lostLease(): void;
 }
@@ -60,7 +62,9 @@ export async function runEffect<T>(host: EffectHost, name: string, spec: EffectS
   };
   if (!host.holdsLease) throw lost(`effect "${name}" was not started`);
 
-  const state = await beginEffect(host.db, host.schema, host.lease, name, key);
+  const state = await beforeDeadline(host, beginEffect(host.db, host.schema, host.lease, name, key), () =>
+    lost(`effect "${name}" was not started (no answer from the database before the lease ran out)`),
+  );
   if (!state.held) throw lost(`effect "${name}" was not started`);
   if (state.hasResult) return state.result as T;
   if (state.uncertain) {
@@ -70,7 +74,10 @@ export async function runEffect<T>(host: EffectHost, name: string, spec: EffectS
       throw new ValidationError('reconcile', 'must return { happened: true, result } or { happened: false }');
     }
     if (answer.happened) return record(host, name, answer.result, lost);
-    if (!(await rearmEffect(host.db, host.schema, host.lease, name))) {
+    const rearmed = await beforeDeadline(host, rearmEffect(host.db, host.schema, host.lease, name), () =>
+      lost(`effect "${name}" was not performed again (no answer before the lease ran out)`),
+    );
+    if (!rearmed) {
       throw lost(`effect "${name}" was not performed again`);
     }
   } else if (!state.recorded) {
@@ -91,10 +98,39 @@ async function record<T>(
   lost: (what: string) => LeaseLostError,
 ): Promise<T> {
   const json = serialisePayload(result ?? null, MAX_EFFECT_RESULT_BYTES, `effect "${name}" result`);
-  if (!(await recordEffectResult(host.db, host.schema, host.lease, name, json))) {
+  const recorded = await beforeDeadline(
+    host,
+    recordEffectResult(host.db, host.schema, host.lease, name, json),
+    () =>
+      lost(
+        `effect "${name}" may have happened but its result was not recorded before the lease ran out (the next attempt reconciles it)`,
+      ),
+  );
+  if (!recorded) {
     throw lost(
       `effect "${name}" may have happened but its result was not recorded (the next attempt reconciles it)`,
     );
   }
   return JSON.parse(json) as T;
+}
+
+/** How long the deadline watch sleeps at most before reading the deadline again. */
+const DEADLINE_WATCH_MAX_MS = 60_000;
+
+// The ledger's own statements wait no longer than the lease: on a link that answers nothing (a
+// primary cut off) a statement would otherwise hold the handler until the client's statement
+// timeout while the job, its lease lapsed, runs elsewhere. The statement is left to land or not:
+// it is fenced, so a late one is refused. The deadline is read again when the timer fires.
+function beforeDeadline<T>(host: EffectHost, write: Promise<T>, expired: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const lapsed = new Promise<never>((_, reject) => {
+    const check = () => {
+      const left = host.deadline - performance.now();
+      if (left > 0) timer = setTimeout(check, Math.min(left, DEADLINE_WATCH_MAX_MS));
+      else reject(expired());
+    };
+    check();
+  });
+  write.catch(() => {}); // answered after the deadline: nobody waits for it any more
+  return Promise.race([write, lapsed]).finally(() => clearTimeout(timer));
 }

@@ -269,6 +269,9 @@ export class ActiveJob implements JobContext {
       get holdsLease() {
         return job.holdsLease;
       },
+      get deadline() {
+        return job.deadline;
+      },
       lostLease: () => job.abort('lease-lost'),
     };
   }
@@ -320,7 +323,7 @@ export class ActiveJob implements JobContext {
       'transaction',
       () =>
         (async <Tx, T>(fn: (tx: Tx) => Promise<T> | T, options?: JobTransactionOptions<Tx>) => {
-          this.#ownPool ??= poolTransactions(this.#store.pool);
+          this.#ownPool ??= poolTransactions(this.#store.pool, () => this.deadline);
           const adapter = (
             options === undefined ? this.#ownPool : transactionAdapter(options)
           ) as TransactionAdapter<Tx>;

@@ -58,12 +58,21 @@ export interface TransactionHost {
 // Thrown inside the library's transaction to make it roll back when the completion was refused.
 const REFUSED = Symbol('leasehold.refused');
 
-/** The default adapter: a client checked out of the worker's pool, BEGIN ... COMMIT on it. */
-export function poolTransactions(pool: pg.Pool): TransactionAdapter<pg.PoolClient> {
+/**
+ * The default adapter: a client checked out of the worker's pool, BEGIN ... COMMIT on it. Given
+ * `deadline` (the lease's local deadline in performance.now() time, read again as renewals move
+ * it), a transaction still open when the deadline passes is abandoned: its connection is closed,
+ * so a statement that will never be answered (a black-holed network, a primary cut off) fails at
+ * once rather than at the client's statement timeout, and the transaction cannot commit any more
+ * (the server rolls it back when it sees the connection gone). `statement_timeout` alone cannot do
+ * this: it is the server's, and a server out of reach answers nothing.
+ */
+export function poolTransactions(pool: pg.Pool, deadline?: () => number): TransactionAdapter<pg.PoolClient> {
   return {
     async transaction(body) {
       const client = await pool.connect();
       const unguard = guardCheckedOut(client);
+      const watch = deadline === undefined ? null : abandonAtDeadline(client, deadline);
       let broken: Error | undefined;
       try {
         await client.query('BEGIN');
@@ -78,11 +87,41 @@ export function poolTransactions(pool: pg.Pool): TransactionAdapter<pg.PoolClien
           throw err;
         }
       } finally {
+        watch?.stop();
         unguard();
-        client.release(broken);
+        client.release(broken ?? watch?.abandoned ?? undefined);
       }
     },
   };
+}
+
+/** How long the deadline watch sleeps at most before reading the deadline again. */
+const DEADLINE_WATCH_MAX_MS = 60_000;
+
+// Closes `client`'s connection once `deadline()` has passed (re-read when the timer fires: a
+// renewal moves it later). `abandoned` is then set, and the connection must not be pooled again.
+function abandonAtDeadline(
+  client: pg.PoolClient,
+  deadline: () => number,
+): { abandoned: Error | null; stop(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  const watch = {
+    abandoned: null as Error | null,
+    stop: () => clearTimeout(timer),
+  };
+  const check = () => {
+    const left = deadline() - performance.now();
+    if (left > 0) {
+      timer = setTimeout(check, Math.min(left, DEADLINE_WATCH_MAX_MS));
+      return;
+    }
+    watch.abandoned = new LeaseLostError('the lease deadline passed while the transaction was open');
+    // pg has no public way to drop a connection at once (end() waits for the server); as the
+    // client's read timeout does in connection/primary.ts, its socket is destroyed.
+    (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+  };
+  check();
+  return watch;
 }
 
 /**
@@ -188,8 +227,20 @@ async function runOnce<Tx, T>(
       return { done: true, value: produced as T };
     }
     if (presented && !accepted && isMovedRowConflict(err)) return { done: false, error: err };
+    // The lease ran out while the transaction waited (the default adapter then closed its
+    // connection): nothing was committed, and the lease is gone as far as this process can tell.
+    if (!accepted && !host.holdsLease) throw abandonedError(host.lease.jobId, err);
     throw err;
   }
+}
+
+/** The error `job.transaction` throws when the lease ran out before its completion was accepted. */
+export function abandonedError(jobId: string, cause: unknown): LeaseLostError {
+  const error = new LeaseLostError(
+    `the lease on job ${jobId} ran out while its transaction was open; the transaction was abandoned`,
+  );
+  (error as { cause?: unknown }).cause = cause;
+  return error;
 }
 
 // serialization_failure, as the driver or as Leasehold's DatabaseError reports it.
