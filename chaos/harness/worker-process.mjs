@@ -308,6 +308,7 @@ async function txnLoop() {
   let failures = 0;
   while (!state.stopping) {
     let leases;
+    const claimSentAt = performance.now();
     try {
       // One at a time: a claimed job waiting behind a slow one would see its lease lapse unrenewed.
       leases = await lh.claim({
@@ -326,15 +327,15 @@ async function txnLoop() {
       await sleep(config.pollIntervalMs);
       continue;
     }
-    for (const lease of leases) await runTxnJob(lease);
+    for (const lease of leases) await runTxnJob(lease, claimSentAt);
   }
 }
 
 // A job completed by hand: its effect is written in the completion's own transaction, so it
 // commits exactly when the completion is accepted. A stale claimer's completion is refused
 // (and the refusal counted, since the transaction still commits with nothing else in it).
-async function runTxnJob(lease) {
-  const { lh, pool, ledger, txnOwner, txnStats } = state;
+async function runTxnJob(lease, claimSentAt) {
+  const { lh, pool, ledger, txnOwner, txnStats, config } = state;
   const started = performance.now();
   if (!(await recordStart(lease, txnOwner, 'chaos_txn'))) return; // its lease will expire
   state.handling++;
@@ -345,7 +346,8 @@ async function runTxnJob(lease) {
     // then finds its successor still running, and its completion must not take the successor's place.
     const workMs = lease.attempt > 1 ? 2 * txnLeaseMs() : lease.payload.workMs;
     state.txnUntil = Math.max(state.txnUntil, started + workMs);
-    if (!(await workWithHeartbeats(lease, workMs))) {
+    const deadline = await workWithHeartbeats(lease, workMs, claimSentAt);
+    if (deadline === false) {
       outcome = 'lease-lost';
       return;
     }
@@ -354,6 +356,13 @@ async function runTxnJob(lease) {
     const ignore = () => {};
     client.on('error', ignore);
     let broken = null;
+    // With honourSignal, a claimer that honours its lease: a completion transaction still waiting
+    // for the database when the lease could have lapsed is abandoned (its connection closed, so it
+    // can never commit), as Leasehold's own job.transaction does. Otherwise it waits on a cut link
+    // for the statement timeout while a successor runs the job.
+    const abandon = config.honourSignal
+      ? setTimeout(() => client.connection?.stream?.destroy(), Math.max(0, deadline - performance.now()))
+      : null;
     try {
       await client.query('BEGIN');
       const accepted = await lh.complete(lease, { client });
@@ -380,6 +389,7 @@ async function runTxnJob(lease) {
       outcome = 'threw';
       await client.query('ROLLBACK').catch(() => {});
     } finally {
+      if (abandon) clearTimeout(abandon);
       client.off('error', ignore);
       client.release(broken ?? undefined);
     }
@@ -405,13 +415,14 @@ function txnLeaseMs() {
 }
 
 // Sleeps `workMs`, renewing the lease every third of it; false once a renewal is refused (or,
-// with honourSignal, not answered before the lease could have lapsed: a fifth of it early).
-async function workWithHeartbeats(lease, workMs) {
+// with honourSignal, not answered before the lease could have lapsed: a fifth of it early), else
+// the local deadline the last answered claim or renewal gives (performance.now() time).
+async function workWithHeartbeats(lease, workMs, claimSentAt) {
   const { lh, config } = state;
   const leaseMs = txnLeaseMs();
   const every = leaseMs / 3;
   const until = performance.now() + workMs;
-  let deadline = performance.now() + leaseMs * 0.8;
+  let deadline = claimSentAt + leaseMs * 0.8;
   while (performance.now() < until) {
     await sleep(Math.min(every, until - performance.now()));
     if (performance.now() >= until) break;
@@ -421,7 +432,7 @@ async function workWithHeartbeats(lease, workMs) {
     if (!answer) return false;
     deadline = sentAt + leaseMs * 0.8;
   }
-  return true;
+  return deadline;
 }
 
 // `promise`'s value, or false if it has not settled by `deadline` (performance.now() time).
