@@ -11,6 +11,11 @@ export interface TcpProxy {
   heal(): void;
   /** Ends every connection and refuses new ones until `heal()`: the server is down. */
   drop(): void;
+  /**
+   * Resets every open connection, as a firewall or NAT expiring its state in a partition would,
+   * and keeps accepting new ones (into the hole, while it lasts).
+   */
+  resetConnections(): void;
   /** Connections refused while dropped, so far. */
   readonly refused: number;
   /** Connections accepted (and forwarded, or held in the hole), so far. */
@@ -92,6 +97,13 @@ export async function startTcpProxy(serverUrl: string): Promise<TcpProxy> {
       dropped = true;
       for (const pair of [...pairs]) {
         pair.client.destroy();
+        pair.upstream.destroy();
+      }
+    },
+    resetConnections() {
+      for (const pair of [...pairs]) {
+        pairs.delete(pair);
+        pair.client.resetAndDestroy();
         pair.upstream.destroy();
       }
     },
