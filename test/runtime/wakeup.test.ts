@@ -13,7 +13,11 @@ import { started } from '../support/worker.js';
 
 describe('coalesced wake-ups', () => {
   it('a burst of concurrent enqueues sends far fewer notifications than jobs, the last one after every job committed', async () => {
-    const lh = await migratedClient();
+    // One statement per call, as the coalescer was built for: with write combining the burst is
+    // two statements, and when the second comes after the window it carries its own notification,
+    // which the listener may hear before the callers' answers arrive (the test's clock below).
+    // That path is covered by the idle-worker tests: no job is left unannounced.
+    const lh = await migratedClient({ combineEnqueues: false });
     const listener = new pg.Client({ connectionString: directDatabaseUrl() }); // LISTEN needs a session
     await listener.connect();
     try {
