@@ -18,7 +18,12 @@ import { describeEnvironment, formatEnvironment, loadAverage } from './lib/envir
 import { dropLeasehold } from './lib/leasehold-schema.mjs';
 import { openServer } from './lib/server.mjs';
 import { median } from './lib/stats.mjs';
-import { dropEnqueueSchema, enqueueThroughput, singleCallerLatency } from './workloads/enqueue-ab.mjs';
+import {
+  bulkThroughput,
+  dropEnqueueSchema,
+  enqueueThroughput,
+  singleCallerLatency,
+} from './workloads/enqueue-ab.mjs';
 import { liveChildren, measureProcessing } from './workloads/processing.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -30,7 +35,8 @@ const USAGE = `Usage: npm run bench:ab -- <git ref> [--reps N] [--process-jobs N
   --prefetch N       also compare both sides at prefetch N (default 0: defaults only; 0..5000)
   --workload W       processing (default): 1 and 2 worker processes per side;
                      enqueue: enqueue() from 16 concurrent callers (jobs/s, --enqueue-jobs each)
-                     and one caller's per-call latency, one call at a time (p50/p99 of 2,000 calls)
+                     and one caller's per-call latency, one call at a time (p50/p99 of 2,000 calls),
+                     and enqueueMany() of 1,000 jobs per call (50,000 jobs)
   --enqueue-jobs N   jobs per enqueue run (default 30000, 1000..1000000)
  Set DATABASE_URL to use an existing server.`;
 
@@ -202,21 +208,31 @@ async function main() {
   }
 }
 
-/** The enqueue workload on both sides, interleaved: throughput from 16 callers, one caller's latency. */
+/** The bulk part of the enqueue workload: the bench's "many" workload, 1,000 jobs per call. */
+const BULK_BATCH = 1000;
+const BULK_JOBS = 50_000;
+
+/**
+ * The enqueue workload on both sides, interleaved: throughput from 16 callers, one caller's
+ * latency, and bulk enqueues.
+ */
 async function compareEnqueue(sides, ctx) {
   const modules = await Promise.all(sides.map((side) => import(side.dist ?? join(ROOT, 'dist', 'index.js'))));
   const rates = [[], []];
+  const bulk = [[], []];
   const p50 = [[], []];
   const p99 = [[], []];
   for (let rep = 0; rep < reps; rep++) {
     for (const i of rep % 2 === 0 ? [0, 1] : [1, 0]) {
       const rate = await enqueueThroughput(modules[i], { ...ctx, jobs: enqueueJobs, callers: 16 });
       const latency = await singleCallerLatency(modules[i], { ...ctx, calls: 2000 });
+      const bulkRate = await bulkThroughput(modules[i], { ...ctx, jobs: BULK_JOBS, batch: BULK_BATCH });
       rates[i].push(rate);
+      bulk[i].push(bulkRate);
       p50[i].push(latency.p50);
       p99[i].push(latency.p99);
       log(
-        `enqueue, run ${rep + 1}/${reps}: ${sides[i].name}: ${Math.round(rate)} jobs/s, one caller p50 ${latency.p50.toFixed(3)} / p99 ${latency.p99.toFixed(3)} ms`,
+        `enqueue, run ${rep + 1}/${reps}: ${sides[i].name}: ${Math.round(rate)} jobs/s, bulk ${Math.round(bulkRate)} jobs/s, one caller p50 ${latency.p50.toFixed(3)} / p99 ${latency.p99.toFixed(3)} ms`,
       );
     }
   }
@@ -228,6 +244,9 @@ async function compareEnqueue(sides, ctx) {
   console.log('| --- | ---: | ---: | ---: |');
   console.log(
     `| enqueue(), 16 concurrent callers, ${enqueueJobs} jobs (jobs/s; above 1× is faster) | ${range(rates[0], 0)} | ${range(rates[1], 0)} | ${(median(rates[1]) / median(rates[0])).toFixed(2)}× |`,
+  );
+  console.log(
+    `| enqueueMany(), ${BULK_BATCH} per call, ${BULK_JOBS} jobs (jobs/s) | ${range(bulk[0], 0)} | ${range(bulk[1], 0)} | ${(median(bulk[1]) / median(bulk[0])).toFixed(2)}× |`,
   );
   for (const [label, runs] of [
     ['p50', p50],

@@ -166,6 +166,15 @@ export const MUTANTS = [
     replace: '',
     tests: ['durable-steps'],
   },
+  // The uniform bulk insert: identities drawn by the producer, the lane named once (issue 28).
+  {
+    name: 'bulk-ignores-producer-uids',
+    covers: 'job identity',
+    file: 'src/storage/jobs/enqueue/fragments.ts',
+    find: '`coalesce((${param}::uuid[])[${ord}::int], gen_random_uuid())`',
+    replace: '`coalesce(CASE WHEN ${param}::uuid[] IS NULL THEN NULL::uuid END, gen_random_uuid())`',
+    tests: ['enqueue'],
+  },
   // The claim: the fragments every claim is made of (src/storage/leases/claim/fragments.ts).
   {
     name: 'claim-no-token-bump',

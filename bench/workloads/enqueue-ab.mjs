@@ -39,6 +39,29 @@ export async function enqueueThroughput(mod, { connectionString, admin, jobs, ca
   }
 }
 
+/**
+ * Bulk enqueue: `jobs` jobs by `enqueueMany` calls of `batch` each, one call at a time (the bench's
+ * "many" workload): jobs/s; throws unless every job is stored once.
+ */
+export async function bulkThroughput(mod, { connectionString, admin, jobs, batch }) {
+  const lh = await freshClient(mod, connectionString, admin, 2);
+  try {
+    const items = Array.from({ length: batch }, (_, i) => ({ payload: { ...PAYLOAD, i } }));
+    let stored = 0;
+    const startedAt = performance.now();
+    for (let done = 0; done < jobs; done += batch) {
+      stored += (await lh.enqueueMany('ab', items.slice(0, Math.min(batch, jobs - done)))).ids.length;
+    }
+    const rate = jobs / ((performance.now() - startedAt) / 1000);
+    const { rows } = await admin.query(`SELECT count(DISTINCT id)::int AS n FROM ${SCHEMA}.jobs`);
+    if (stored !== jobs || rows[0].n !== jobs)
+      throw new Error(`bulk enqueue: ${jobs} jobs gave ${stored} ids and ${rows[0].n} stored jobs`);
+    return rate;
+  } finally {
+    await lh.close();
+  }
+}
+
 /** `calls` enqueues from one caller, one at a time, after a warm-up: per-call latency p50/p99 in ms. */
 export async function singleCallerLatency(mod, { connectionString, admin, calls }) {
   const lh = await freshClient(mod, connectionString, admin, 16);

@@ -97,6 +97,42 @@ describe('enqueue', () => {
     }
   });
 
+  it('a uniform batch gives each job its own identity, drawn by the producer, in the lane its default names', async () => {
+    const setup = await migratedClient();
+    const sent: unknown[][] = [];
+    class RecordingPool extends pg.Pool {
+      override query(config: unknown, values?: unknown): never {
+        const c = config as { name?: string; values?: unknown[] } | undefined;
+        if (c?.name?.startsWith('leasehold_enqueue_many_uniform')) sent.push(c.values ?? []);
+        return (super.query as (c: unknown, v?: unknown) => never)(config, values);
+      }
+    }
+    const pool = new RecordingPool({ connectionString: databaseUrl(), max: 2 });
+    const lh = new Leasehold({ pool, schema: setup.schema });
+    try {
+      const { ids } = await lh.enqueueMany(
+        'uniform-uid',
+        Array.from({ length: 300 }, (_, n) => ({ payload: { n } })),
+      );
+      expect(sent).toHaveLength(1);
+      const { rows } = await pool.query(
+        `SELECT j.id::text AS id, j.job_uid::text AS uid, j.lane = "${setup.schema}".job_lane_at(j.created_at) AS default_lane
+         FROM "${setup.schema}".jobs AS j WHERE j.id = ANY ($1::bigint[]) ORDER BY j.id`,
+        [ids],
+      );
+      expect(rows.map((r) => r.id)).toEqual(ids);
+      // Every job has a uid of its own, and it is the one the producer sent for its position.
+      const uids = rows.map((r) => r.uid);
+      expect(new Set(uids).size).toBe(300);
+      expect(String(sent[0]?.[5])).toBe(`{${uids.join(',')}}`);
+      // The lane named once per statement is the lane the column's default gives each row.
+      expect(rows.every((r) => r.default_lane)).toBe(true);
+    } finally {
+      await lh.close();
+      await pool.end();
+    }
+  });
+
   it('enqueueMany is all or nothing', async () => {
     const lh = await migratedClient();
     const pool = testPool();

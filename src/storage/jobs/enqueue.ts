@@ -3,7 +3,9 @@
 // fragments.ts (the named SQL fragments and the one column list), statements.ts and dedupe.ts (the
 // statements composed from them), write-transaction.ts. This file is the module's face, and
 // chooseInsert below is the one place where a batch's statement is chosen.
+import { randomUUID } from 'node:crypto';
 import { type Queryable, run, type Statement } from '../db.js';
+import { runLaneRouted } from '../roles/lane-routing.js';
 import { type DedupeOutcome, JobInsertDeduped, type NewDedupedJob } from './enqueue/dedupe.js';
 import { batchColumns, hasFairnessKey, type NewJob } from './enqueue/fields.js';
 import {
@@ -15,6 +17,8 @@ import {
   JobInsertManyFairQuiet,
   JobInsertManyQuiet,
   JobInsertManyUniform,
+  JobInsertManyUniformBefore027,
+  JobInsertManyUniformBefore027Quiet,
   JobInsertManyUniformQuiet,
   JobInsertOrdered,
   JobInsertOrderedFair,
@@ -160,6 +164,7 @@ export function chooseInsert(
         first.priority,
         first.maxAttempts,
         channel,
+        jobUids(jobs.length),
       ],
     };
   }
@@ -201,7 +206,28 @@ export async function insertJobs(
   { notify = true }: { notify?: boolean } = {},
 ): Promise<string[]> {
   const { statement, values } = chooseInsert(schema, queue, { kind: 'plain', jobs }, notify);
-  return readIds((await run<IdsRow>(db, statement, values))[0]);
+  const before027 = UNIFORM_BEFORE_027.get(statement.label);
+  const rows = before027
+    ? await runLaneRouted<IdsRow>(db, schema, statement, before027(schema), values, values.slice(0, 5))
+    : await run<IdsRow>(db, statement, values);
+  return readIds(rows[0]);
+}
+
+/** The uniform batch's twins for a schema before 018 or 027, by the label of the statement they stand in for. */
+const UNIFORM_BEFORE_027 = new Map([
+  ['enqueue_many_uniform', JobInsertManyUniformBefore027],
+  ['enqueue_many_uniform_quiet', JobInsertManyUniformBefore027Quiet],
+]);
+
+/**
+ * `n` random job identities (migration 027) as one uuid[] literal, drawn here rather than by the
+ * column's default: crypto.randomUUID takes its randomness from a pooled buffer, where the
+ * server's gen_random_uuid() asks the system for 16 bytes per row.
+ */
+function jobUids(n: number): string {
+  const uids = new Array<string>(n);
+  for (let i = 0; i < n; i++) uids[i] = randomUUID();
+  return `{${uids.join(',')}}`;
 }
 
 /** A batch's answer: its ids, or (firstIdAnswer) its first id and count when they are consecutive. */

@@ -255,8 +255,12 @@ export const FUNCTION_BOUNDS: Readonly<Record<string, readonly ArgumentBound[]>>
   enqueue_one_quiet: insertOne,
   enqueue_many: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_many_quiet: [queue(1), ...insertMany(2)],
-  enqueue_many_uniform: [...insertUniform, { arg: 5, kind: 'channel', channel: 'wakeup' }],
-  enqueue_many_uniform_quiet: insertUniform,
+  enqueue_many_uniform: [
+    ...insertUniform,
+    { arg: 5, kind: 'channel', channel: 'wakeup' },
+    { arg: 6, kind: 'items', max: MAX_ENQUEUE_MANY },
+  ],
+  enqueue_many_uniform_quiet: [...insertUniform, { arg: 6, kind: 'items', max: MAX_ENQUEUE_MANY }],
   enqueue_keyed: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   enqueue_ordered: [queue(1), ...insertMany(2), { arg: 7, kind: 'channel', channel: 'wakeup' }],
   // The fairness key itself is bounded by its column's CHECK (022), as concurrency keys are (003).

@@ -208,13 +208,13 @@ export const FUNCTIONS: readonly FunctionEntry[] = [
     // A uniform batch (claimable now, one priority and attempt budget, no key): payloads only.
     role: 'producer',
     statement: enqueue.JobInsertManyUniform,
-    args: 'text, jsonb, integer, integer, text',
+    args: 'text, jsonb, integer, integer, text, uuid[]',
     returns: 'first_id text, n integer, ids text[], notified text',
   },
   {
     role: 'producer',
     statement: enqueue.JobInsertManyUniformQuiet,
-    args: 'text, jsonb, integer, integer, text',
+    args: 'text, jsonb, integer, integer, text, uuid[]',
     returns: 'first_id text, n integer, ids text[], quiet boolean',
   },
   {

@@ -62,7 +62,8 @@ const withoutLanesUntil = new Map<string, number>();
  * variants, which look flow children up by id, serve until 019 has run. So does 027's job
  * identity (jobs.job_uid): the claims name it, and on a schema before 027 fall back to variants
  * that read it without naming it (`UidRead`, claim/fragments.ts), the completion to one that does
- * not copy it.
+ * not copy it, the uniform batch insert to one that does not name it (`unroutedValues`: the twin
+ * takes no identities).
  */
 export async function runLaneRouted<R extends pg.QueryResultRow>(
   db: Queryable,
@@ -70,20 +71,23 @@ export async function runLaneRouted<R extends pg.QueryResultRow>(
   routed: Statement,
   unrouted: Statement,
   values: unknown[],
+  unroutedValues: unknown[] = values,
 ): Promise<R[]> {
   const until = withoutLanesUntil.get(schema);
   const pooled = isPool(db);
-  if (until !== undefined && (!pooled || Date.now() < until)) return run<R>(db, unrouted, values);
+  if (until !== undefined && (!pooled || Date.now() < until)) return run<R>(db, unrouted, unroutedValues);
   if (!pooled) return run<R>(db, routed, values);
   try {
     const rows = await run<R>(db, routed, values);
     if (until !== undefined) withoutLanesUntil.delete(schema);
     return rows;
   } catch (err) {
-    if (!(err instanceof DatabaseError) || err.sqlState !== UNDEFINED_COLUMN) throw err;
+    if (!(err instanceof DatabaseError) || !BEFORE_LANES.has(err.sqlState ?? '')) throw err;
     withoutLanesUntil.set(schema, Date.now() + WITHOUT_LANES_RETRY_MS);
-    return run<R>(db, unrouted, values);
+    return run<R>(db, unrouted, unroutedValues);
   }
 }
 
-const UNDEFINED_COLUMN = '42703';
+// What a routed statement meets on a schema before 018: no lane column (undefined_column), or no
+// job_lane_at() (undefined_function), for a statement that names a new row's lane once.
+const BEFORE_LANES = new Set(['42703', '42883']);

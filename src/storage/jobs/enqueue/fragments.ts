@@ -22,6 +22,8 @@ const JOB_COLUMNS = [
   'concurrency_key',
   'fairness_key',
   'awaits_predecessor',
+  'lane',
+  'job_uid',
 ] as const;
 
 /** A column an enqueue writes. */
@@ -118,17 +120,29 @@ export function columnsAndValues(row: JobRow): { columns: string; values: string
 }
 
 /**
- * The lane of a new row is left to the column's default, job_lane_at(now()), evaluated per row.
- * Naming the lane once per statement (an InitPlan) saved about a tenth of the server's time per
- * row in a 1,000-row batch, but a statement that names the column fails on a schema before 018,
- * where a process of this version must still enqueue during a rolling upgrade
- * (test/storage/lanes-migration.test.ts); it would need a twin for such schemas, as the claims have.
+ * The lane of a new row is the column's default, job_lane_at(now()), evaluated per row; a statement
+ * may name it once instead (`LANE_ONCE`, an InitPlan: the same value, since now() is fixed for the
+ * transaction). Naming it saved about a tenth of the server's time per row of a 1,000-row batch,
+ * but a statement that names the column fails on a schema before 018, where a process of this
+ * version must still enqueue during a rolling upgrade (test/storage/lanes-migration.test.ts): so
+ * only the uniform batch names it, and it has a twin for such schemas (statements.ts).
  */
+export const laneOnce = (s: string) => `(SELECT ${s}.job_lane_at(now()))`;
+
+/**
+ * The identity of row `ord` of a batch: the producer's random UUID from the array `$param` (drawn
+ * with crypto.randomUUID, a few tens of nanoseconds each), or the server's gen_random_uuid() where
+ * the array has none. The column's default draws one per row on the server, where it was about a
+ * fifth of a bulk row's cost (pg_strong_random per call). A subscript of a uuid[] without NULLs is
+ * an offset, not a walk.
+ */
+export const uidOf = (param: string, ord: string) =>
+  `coalesce((${param}::uuid[])[${ord}::int], gen_random_uuid())`;
 
 /**
  * INSERT of `row` into jobs from `source` (a FROM clause), returning the new ids. With an `id`
  * drawn by the statement, OVERRIDING SYSTEM VALUE lets it through the identity column. The lane
- * takes the column's default (see above).
+ * and the identity take the columns' defaults unless `given` names them (see above).
  */
 export function insertJobsFrom(s: string, given: JobRow, source: string, tail = ''): string {
   const row: JobRow = { ...given };
