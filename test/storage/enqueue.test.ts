@@ -115,7 +115,7 @@ describe('enqueue', () => {
         Array.from({ length: 300 }, (_, n) => ({ payload: { n } })),
       );
       expect(sent).toHaveLength(1);
-      const { rows } = await pool.query(
+      const { rows } = await setup.pool.query(
         `SELECT j.id::text AS id, j.job_uid::text AS uid, j.lane = "${setup.schema}".job_lane_at(j.created_at) AS default_lane
          FROM "${setup.schema}".jobs AS j WHERE j.id = ANY ($1::bigint[]) ORDER BY j.id`,
         [ids],

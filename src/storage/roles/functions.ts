@@ -73,7 +73,7 @@ export interface FunctionEntry {
 const FENCE = 'bigint[], bigint[], bigint[], text[], text[]';
 const COMPLETED =
   'id bigint, deferred boolean, repair text[], woken bigint, announced bigint, flow_woken bigint';
-const COMPLETED_PLAIN = 'id bigint, deferred boolean, announced bigint';
+const COMPLETED_PLAIN = 'deferred_ids text[], refused_ids text[], announced bigint';
 const REPAIRED = `seen integer, released integer, removed integer, missed integer, woken bigint,
   last_queue text, last_key text`;
 
