@@ -175,6 +175,23 @@ export const MUTANTS = [
     replace: '`coalesce(CASE WHEN ${param}::uuid[] IS NULL THEN NULL::uuid END, gen_random_uuid())`',
     tests: ['enqueue'],
   },
+  // The plain completion's one-row answer: the jobs it did not complete (issue 28).
+  {
+    name: 'plain-completion-hides-refusals',
+    covers: 'fence',
+    file: 'src/storage/leases/complete.ts',
+    find: 'ARRAY(SELECT id FROM refused_rows)::text[] AS refused_ids',
+    replace: "(SELECT ARRAY[]::text[] FROM (SELECT count(*) FROM refused_rows) AS n) AS refused_ids",
+    tests: ['fencing', 'complete-shapes'],
+  },
+  {
+    name: 'plain-completion-hides-deferred',
+    covers: 'pay for what you use',
+    file: 'src/storage/leases/complete.ts',
+    find: 'ARRAY(SELECT id FROM fenced WHERE id NOT IN (SELECT id FROM changed))::text[] AS deferred_ids',
+    replace: 'ARRAY[]::text[] AS deferred_ids',
+    tests: ['complete-shapes'],
+  },
   // The claim: the fragments every claim is made of (src/storage/leases/claim/fragments.ts).
   {
     name: 'claim-no-token-bump',
