@@ -121,7 +121,7 @@ export function columnsAndValues(row: JobRow): { columns: string; values: string
 
 /**
  * The lane of a new row is the column's default, job_lane_at(now()), evaluated per row; a statement
- * may name it once instead (`LANE_ONCE`, an InitPlan: the same value, since now() is fixed for the
+ * may name it once instead (`laneOnce`, an InitPlan: the same value, since now() is fixed for the
  * transaction). Naming it saved about a tenth of the server's time per row of a 1,000-row batch,
  * but a statement that names the column fails on a schema before 018, where a process of this
  * version must still enqueue during a rolling upgrade (test/storage/lanes-migration.test.ts): so
