@@ -182,7 +182,7 @@ export const MUTANTS = [
     covers: 'plain completion',
     file: 'src/storage/leases/complete.ts',
     find: 'ARRAY(SELECT id FROM refused_rows)::text[] AS refused_ids',
-    replace: "(SELECT ARRAY[]::text[] FROM (SELECT count(*) FROM refused_rows) AS n) AS refused_ids",
+    replace: '(SELECT ARRAY[]::text[] FROM (SELECT count(*) FROM refused_rows) AS n) AS refused_ids',
     tests: ['fencing', 'complete-shapes'],
   },
   {
