@@ -92,6 +92,17 @@ function isUniform(jobs: readonly NewJob[]): boolean {
 }
 
 /**
+ * A batch's statement and parameters; `before027`, for a statement that names columns a schema
+ * before 018 or 027 lacks (the uniform batch's lane and identities), the twin that runs there
+ * instead (runLaneRouted) and its own parameters.
+ */
+export interface ChosenInsert {
+  statement: Statement;
+  values: unknown[];
+  before027?: { statement: Statement; values: unknown[] };
+}
+
+/**
  * The statement a batch runs and its parameters: the one place the choice is made. A plain job pays
  * for nothing it does not carry: no key rows, no ids drawn ahead, no fairness column unless a job
  * has a fairness key, and a uniform batch sends its payloads alone. `notify: false` (plain batches
@@ -102,7 +113,7 @@ export function chooseInsert(
   queue: string,
   batch: InsertBatch,
   notify: boolean,
-): { statement: Statement; values: unknown[] } {
+): ChosenInsert {
   const channel = wakeupChannel(schema);
   if (batch.kind === 'one') {
     const { job } = batch;
@@ -156,16 +167,19 @@ export function chooseInsert(
   }
   if (isUniform(jobs)) {
     const first = jobs[0] as NewJob;
+    const own = [
+      queue,
+      `[${jobs.map((job) => job.payloadJson).join(',')}]`,
+      first.priority,
+      first.maxAttempts,
+    ];
     return {
       statement: (notify ? JobInsertManyUniform : JobInsertManyUniformQuiet)(schema),
-      values: [
-        queue,
-        `[${jobs.map((job) => job.payloadJson).join(',')}]`,
-        first.priority,
-        first.maxAttempts,
-        channel,
-        jobUids(jobs.length),
-      ],
+      values: [...own, channel, jobUids(jobs.length)],
+      before027: {
+        statement: (notify ? JobInsertManyUniformBefore027 : JobInsertManyUniformBefore027Quiet)(schema),
+        values: [...own, channel],
+      },
     };
   }
   const many = fair
@@ -205,19 +219,12 @@ export async function insertJobs(
   jobs: readonly NewJob[],
   { notify = true }: { notify?: boolean } = {},
 ): Promise<string[]> {
-  const { statement, values } = chooseInsert(schema, queue, { kind: 'plain', jobs }, notify);
-  const before027 = UNIFORM_BEFORE_027.get(statement.label);
+  const { statement, values, before027 } = chooseInsert(schema, queue, { kind: 'plain', jobs }, notify);
   const rows = before027
-    ? await runLaneRouted<IdsRow>(db, schema, statement, before027(schema), values, values.slice(0, 5))
+    ? await runLaneRouted<IdsRow>(db, schema, statement, before027.statement, values, before027.values)
     : await run<IdsRow>(db, statement, values);
   return readIds(rows[0]);
 }
-
-/** The uniform batch's twins for a schema before 018 or 027, by the label of the statement they stand in for. */
-const UNIFORM_BEFORE_027 = new Map([
-  ['enqueue_many_uniform', JobInsertManyUniformBefore027],
-  ['enqueue_many_uniform_quiet', JobInsertManyUniformBefore027Quiet],
-]);
 
 /**
  * `n` random job identities (migration 027) as one uuid[] literal, drawn here rather than by the

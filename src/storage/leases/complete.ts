@@ -254,7 +254,7 @@ async function completeQueueJobs(
   const results = refs.some((ref) => ref.result != null);
   const shape = { results, features, routed: true };
   const statements = statementsFor(shape);
-  const run = <R extends pg.QueryResultRow>() =>
+  const send = <R extends pg.QueryResultRow>() =>
     runLaneRouted<R>(
       db,
       schema,
@@ -264,7 +264,7 @@ async function completeQueueJobs(
     );
   if (!features) {
     // One row (PLAIN_ANSWER): every job of the batch not named in it was completed.
-    const answer = (await run<{ deferred_ids: string[]; refused_ids: string[] }>())[0];
+    const answer = (await send<{ deferred_ids: string[]; refused_ids: string[] }>())[0];
     const deferred = new Set(answer?.deferred_ids ?? []);
     const notDone = new Set([...deferred, ...(answer?.refused_ids ?? [])]);
     const done = refs.filter((ref) => !notDone.has(ref.jobId)).map((ref) => ref.jobId);
@@ -273,7 +273,7 @@ async function completeQueueJobs(
     const again = refs.filter((ref) => deferred.has(ref.jobId));
     return [...done, ...(await completeQueueJobs(db, schema, again, true))];
   }
-  const rows = await run<{ id: string; repair?: string[] }>();
+  const rows = await send<{ id: string; repair?: string[] }>();
   // Rare: a key's next job was enqueued (or cancelled) while this statement ran; hand it over now.
   const repair = rows[0]?.repair ?? [];
   if (repair.length > 0) await repairOrderingKeys(db, schema, repair, repair.length);
