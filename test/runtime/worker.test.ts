@@ -52,6 +52,10 @@ describe('worker', () => {
     await waitFor(async () => (await countByStatus(pool, lh.schema)).succeeded === 600, {
       what: '600 succeeded',
     });
+    // The rows commit before the worker reads the statement's answer: wait for every answer.
+    await waitFor(() => worker.counters.completed + worker.counters.lost === 600, {
+      what: '600 answers counted',
+    });
     expect(runs.size).toBe(600);
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
     expect(maxInFlight).toBeLessThanOrEqual(7);
@@ -126,6 +130,9 @@ describe('worker', () => {
     await started(worker);
     await waitFor(async () => (await countByStatus(pool, lh.schema)).succeeded === 3000, {
       what: 'all done',
+    });
+    await waitFor(() => worker.counters.completed + worker.counters.lost === 3000, {
+      what: '3000 answers counted',
     });
     expect(runs.size).toBe(3000);
     expect([...runs.values()].every((n) => n === 1)).toBe(true);
