@@ -92,7 +92,9 @@ export function assertJobId(id: unknown, field = 'id'): string {
   if (typeof text !== 'string' || !/^[0-9]{1,19}$/.test(text) || BigInt(text) > 9_223_372_036_854_775_807n) {
     throw new ValidationError(field, 'must be a positive bigint (as a string)');
   }
-  return text;
+  // Canonical digits ('007' is job 7): the database answers by its own text of the id, and a
+  // caller's set of accepted ids is looked up with this one.
+  return text.length > 1 && text.startsWith('0') ? BigInt(text).toString() : text;
 }
 
 /** Throws unless `claimId` is a signed 64-bit integer as a decimal string (a lease's claim id). */

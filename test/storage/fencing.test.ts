@@ -214,6 +214,24 @@ describe('leases and fencing', () => {
     expect(await lh.recoverExpired({ limit: 12, batchSize: 5 })).toEqual({ retried: 12, dead: 0 });
     expect(await countByStatus(pool, lh.schema)).toEqual({ pending: 12, running: 18 });
   });
+
+  it('a lease whose id and token are written with leading zeros is the same lease: its writes land and say so', async () => {
+    const lh = await migratedClient();
+    const { id: first } = await lh.enqueue('padded', {});
+    const { id: second } = await lh.enqueue('padded', {});
+    const leases = await lh.claim({ queue: 'padded', owner: 'w', limit: 2 });
+    const padded = leases.map((lease) => ({ ...lease, jobId: `00${lease.jobId}`, token: `0${lease.token}` }));
+    const [a, b] = padded;
+    expect(await lh.heartbeat(a!)).toBe(true);
+    expect(a!.expiresAt.getTime()).toBeGreaterThanOrEqual(leases[0]!.expiresAt.getTime());
+    expect(await lh.complete(a!)).toBe(true);
+    // The same job twice in one call, once padded, is refused before anything is written.
+    await expect(lh.completeMany([b!, leases[1]!])).rejects.toThrow(/two claims of job/);
+    expect(await lh.completeMany([b!])).toEqual(new Set([second]));
+    expect((await lh.getJob(first))?.status).toBe('succeeded');
+    expect((await lh.getJob(second))?.status).toBe('succeeded');
+    expect(await lh.leaseRefusals()).toEqual([]);
+  });
 });
 
 describe('the fence holds against a write that commits while a completion runs', () => {

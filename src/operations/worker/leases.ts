@@ -52,13 +52,13 @@ export async function heartbeat(
   lease: Lease,
   heartbeatOptions?: { leaseMs?: number; client?: Queryable },
 ): Promise<boolean> {
-  assertLease(lease);
+  const canonical = assertLease(lease);
   const options = optionsObject(heartbeatOptions);
   rejectUnknownOptions(options, ['leaseMs', 'client'], 'options');
   const leaseMs = optionalLeaseMs(options.leaseMs);
   const db = connectionFor(context, options.client);
-  const extended = await extendLeases(db, context.schema, [{ ...lease, leaseMs }]);
-  const expiresAt = extended.get(leaseKey(lease));
+  const extended = await extendLeases(db, context.schema, [{ ...canonical, leaseMs }]);
+  const expiresAt = extended.get(leaseKey(canonical));
   if (expiresAt) lease.expiresAt = expiresAt;
   return expiresAt !== undefined;
 }
@@ -69,9 +69,11 @@ export async function complete(
   lease: Lease,
   options?: { client?: Queryable },
 ): Promise<boolean> {
-  assertLease(lease);
-  const accepted = await completeJobs(connectionFor(context, clientOption(options)), context.schema, [lease]);
-  return accepted.has(lease.jobId);
+  const canonical = assertLease(lease);
+  const accepted = await completeJobs(connectionFor(context, clientOption(options)), context.schema, [
+    canonical,
+  ]);
+  return accepted.has(canonical.jobId);
 }
 
 /** `lh.completeMany`: many leases in one fenced statement; returns the ids whose completion was accepted. */
@@ -86,17 +88,18 @@ export async function completeMany(
   }
   // The statement answers by job id: two claims of one job in one call could not be told apart.
   const jobs = new Set<string>();
-  for (const lease of leases) {
-    assertLease(lease);
-    if (jobs.has(lease.jobId)) {
+  const canonical = leases.map((lease) => {
+    const checked = assertLease(lease);
+    if (jobs.has(checked.jobId)) {
       throw new ValidationError(
         'leases',
-        `hold two claims of job ${lease.jobId}: complete each in a call of its own`,
+        `hold two claims of job ${checked.jobId}: complete each in a call of its own`,
       );
     }
-    jobs.add(lease.jobId);
-  }
-  return completeJobs(db, context.schema, leases);
+    jobs.add(checked.jobId);
+    return checked;
+  });
+  return completeJobs(db, context.schema, canonical);
 }
 
 /** `lh.fail`: records a failed attempt as `retry`, `dead` or `lost` (the lease was lost; nothing changed). */
@@ -106,13 +109,13 @@ export async function fail(
   error: unknown,
   failOptions?: FailOptions,
 ): Promise<FailOutcome> {
-  assertLease(lease);
+  const canonical = assertLease(lease);
   const options = optionsObject(failOptions);
   rejectUnknownOptions(options, FAIL_OPTIONS, 'options');
   const details = describeError(error, options.code);
   const outcomes = await failJobs(connectionFor(context, options.client), context.schema, [
     {
-      ...lease,
+      ...canonical,
       retryable: optionalBoolean(options.retryable, 'retryable', true),
       delayMs:
         options.delayMs === undefined ? null : assertInt(options.delayMs, 'delayMs', 0, 30 * 86_400_000),
@@ -125,7 +128,7 @@ export async function fail(
       ...details,
     },
   ]);
-  return outcomes.get(lease.jobId) ?? 'lost';
+  return outcomes.get(canonical.jobId) ?? 'lost';
 }
 
 /**
@@ -138,11 +141,11 @@ export async function snooze(
   delayMs: number,
   snoozeOptions?: { client?: Queryable },
 ): Promise<boolean> {
-  assertLease(lease);
+  const canonical = assertLease(lease);
   const ms = assertInt(delayMs, 'delayMs', 0, 30 * 86_400_000);
   const db = connectionFor(context, clientOption(snoozeOptions));
-  const accepted = await snoozeJobs(db, context.schema, [{ ...lease, delayMs: ms }]);
-  return accepted.has(lease.jobId);
+  const accepted = await snoozeJobs(db, context.schema, [{ ...canonical, delayMs: ms }]);
+  return accepted.has(canonical.jobId);
 }
 
 function optionalLeaseMs(value: number | undefined): number {
@@ -155,12 +158,17 @@ function clientOption(options: { client?: Queryable } | undefined): Queryable | 
   return opts.client;
 }
 
-function assertLease(lease: Lease): void {
+/**
+ * Throws unless `lease` is a Lease; returns it with its id and token in canonical digits, the
+ * text the statements answer with (a lease rebuilt by hand with `jobId: '007'` is job 7's).
+ */
+function assertLease(lease: Lease): Lease {
   if (typeof lease !== 'object' || lease === null)
     throw new ValidationError('lease', 'must be a Lease from claim()');
-  assertJobId(lease.jobId, 'lease.jobId');
-  assertJobId(lease.token, 'lease.token');
+  const jobId = assertJobId(lease.jobId, 'lease.jobId');
+  const token = assertJobId(lease.token, 'lease.token');
   assertClaimId(lease.claimId);
   assertOwner(lease.owner);
   assertQueueName(lease.queue, 'lease.queue');
+  return jobId === lease.jobId && token === lease.token ? lease : { ...lease, jobId, token };
 }
