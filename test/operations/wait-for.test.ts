@@ -14,6 +14,7 @@ import {
   WaitAbortedError,
   WaitTimeoutError,
 } from '../../src/index.js';
+import { bulkAction } from '../../src/operations/operator/bulk.js';
 import { finishedChannel } from '../../src/storage/finish-notices.js';
 import {
   databaseUrl,
@@ -94,6 +95,49 @@ describe('lh.waitFor', () => {
       await waitFor(() => waiters.listenerPid, { what: 'the LISTEN connection' });
       await started(lh.worker({ queues: { notified: async () => 'by notification' } }));
       expect(await ended).toMatchObject({ id, status: 'succeeded', result: 'by notification' });
+    } finally {
+      await waiters.close();
+    }
+  });
+
+  it('a cancel by filter (bulk) wakes the waiters of the jobs it cancels, with no poll to fall back on', async () => {
+    const lh = await migratedClient(listenOptions());
+    const context = contextOf(lh);
+    const waiters = new JobWaiters(
+      { pool: lh.pool, schema: lh.schema, listen: true, listenVia: context.listenVia },
+      3_600_000,
+    );
+    try {
+      const { ids } = await lh.enqueueMany('bulk-cancelled', [{ payload: 1 }, { payload: 2 }]);
+      const ended = ids.map(
+        (id) => new Promise<unknown>((resolve, reject) => waiters.wait(id, resolve, reject)),
+      );
+      await waitFor(() => waiters.listenerPid, { what: 'the LISTEN connection' });
+      await waitFor(
+        async () =>
+          (
+            await testPool().query(
+              `SELECT count(*)::int AS n FROM "${lh.schema}".jobs WHERE id = ANY($1::bigint[]) AND notify_on_finish`,
+              [ids],
+            )
+          ).rows[0]?.n === 2,
+        { what: 'both waits to mark their jobs' },
+      );
+      const result = await bulkAction(
+        lh.pool,
+        lh.schema,
+        'cancel',
+        { queue: 'bulk-cancelled' },
+        { reason: 'tidy' },
+      );
+      expect(result.done).toBe(2);
+      // Bounded, so that a missing notification fails here rather than at the test's timeout.
+      const noNotice = new Promise((resolve) => {
+        setTimeout(resolve, 10_000, 'no notice in 10 s').unref();
+      });
+      expect(await Promise.race([Promise.all(ended), noNotice])).toEqual(
+        ids.map((id) => expect.objectContaining({ id, status: 'cancelled', errorCode: 'CANCELLED' })),
+      );
     } finally {
       await waiters.close();
     }

@@ -102,7 +102,8 @@ export async function cancelJob(
  * head and none is released to run; the ordering CTE may touch a key row once per statement).
  * Jobs locked elsewhere are skipped (SKIP LOCKED). Same effects as JobCancel for each: a running
  * job's token is bumped (its worker is fenced out), its key slot given back, a `cancelled` event
- * with actor $2 and reason $3. Returns how many it cancelled, how many listed jobs remain live
+ * with actor $2 and reason $3, and a job someone waits for is announced on $5 (as JobCancel does).
+ * Returns how many it cancelled, how many listed jobs remain live
  * (the caller repeats the statement for them), and keys to repair. Primary-key lookups.
  */
 const JobCancelListed = defineStatement(
@@ -129,13 +130,14 @@ const JobCancelListed = defineStatement(
     RETURNING j.id, j.queue_name, target.status AS was, target.lease_owner, target.lease_token,
               target.lease_claim_id, target.claimed_at, target.lease_extensions, target.attempt_count,
               j.ordering_key, j.concurrency_key, target.holds_key_slot AND target.status = 'running' AS holds_key_slot,
-              j.has_children
+              j.notify_on_finish, j.has_children
   ),
-  ${cancelledEffects(s)}
+  ${cancelledEffects(s)},
+  ${finishNoticesCte('changed', 'notify_on_finish', '$5')}
   SELECT (SELECT count(*) FROM changed)::int AS cancelled,
          (SELECT count(*) FROM locked)::int - (SELECT count(*) FROM changed)::int AS left_over,
          ${orderingRepairNeeded()} AS repair, ${orderingWakeups('$4')} AS woken,
-         ${flowWakeups('$4')} AS flow_woken`,
+         ${finishNoticesSent()} AS announced, ${flowWakeups('$4')} AS flow_woken`,
 );
 
 /**
@@ -153,7 +155,7 @@ export async function cancelListed(
     const rows = await run<{ cancelled: number; left_over: number; repair: string[] }>(
       db,
       JobCancelListed(schema),
-      [ids, params.actor, params.reason, wakeupChannel(schema)],
+      [ids, params.actor, params.reason, wakeupChannel(schema), finishedChannel(schema)],
     );
     const row = rows[0];
     if (!row) return total;
