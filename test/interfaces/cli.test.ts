@@ -309,7 +309,7 @@ describe('leasehold work', () => {
     writeFileSync(`${modulesDir}/start.sh`, script ?? '');
     writeFileSync(
       `${modulesDir}/handlers.js`,
-      `export const slow = async () => { await new Promise((resolve) => setTimeout(resolve, 1000)); };\n`,
+      `export const slow = async () => { process.stderr.write('handler started\\n'); await new Promise((resolve) => setTimeout(resolve, 1000)); };\n`,
     );
     const { id } = await lh.enqueue('slow', {});
     const { DATABASE_URL: _ignored, ...inherited } = process.env;
@@ -324,7 +324,10 @@ describe('leasehold work', () => {
     });
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     try {
-      await waitFor(async () => (await lh.getJob(id))?.status === 'running', { what: 'the job to start' });
+      // The handler's own word, not the row's status: a claimed job may still wait in the worker's
+      // read-ahead, and a stop hands such a job back rather than running it.
+      await waitFor(() => stderr.includes('handler started'), { what: 'the handler to start' });
+      expect((await lh.getJob(id))?.status).toBe('running');
       child.kill('SIGTERM'); // what the supervisor does: to the process it started
       const code = await exited;
       expect(code, stderr).toBe(0);
@@ -340,12 +343,18 @@ describe('leasehold work', () => {
   it('on SIGINT lets a running job finish before exiting 0', async () => {
     const lh = await migratedClient();
     const module = writeModule(`
-      export const slow = async () => { await new Promise((resolve) => setTimeout(resolve, 1500)); };
+      export const slow = async () => {
+        process.stderr.write('handler started\\n');
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+      };
     `);
     const { id } = await lh.enqueue('slow', {});
     const run = startCli(['work', module, '--schema', lh.schema], { DATABASE_URL: databaseUrl() });
     try {
-      await waitFor(async () => (await lh.getJob(id))?.status === 'running', { what: 'the job to start' });
+      // Started by its handler, not only claimed (a claimed job waiting in the read-ahead is handed
+      // back at stop, which is right, and is not what this test is about).
+      await waitFor(() => run.stderr().includes('handler started'), { what: 'the handler to start' });
+      expect((await lh.getJob(id))?.status).toBe('running');
       run.child.kill('SIGINT');
       const result = await run.exited;
       expect(result.code).toBe(0);
