@@ -221,6 +221,66 @@ describe('never hang silently', () => {
     await worker.stop();
   }, 90_000);
 
+  it('job.step waiting on a black-holed connection gives up when its lease runs out, and runs nothing', async () => {
+    const setup = await migratedClient();
+    const proxy = await startTcpProxy(databaseUrl());
+    const lh = new Leasehold({
+      connectionString: proxy.connectionString,
+      schema: setup.schema,
+      statementTimeoutMs: 300_000,
+      // Neither a statement nor a new connection is bounded by anything but the lease here.
+      connectTimeoutMs: 300_000,
+    });
+    clients.push(lh);
+    const runs: string[] = [];
+    const thrown: unknown[] = [];
+    const ran: string[] = [];
+    let cut = false;
+    const worker = lh.worker({
+      queues: {
+        stephole: {
+          leaseMs: 1000,
+          handler: async (job) => {
+            runs.push(job.id);
+            // The first run waits for the cut, then reads its recorded steps through the hole.
+            if (runs.length === 1) await waitFor(() => cut, { what: 'the cut' });
+            try {
+              await job.step('charge', async () => {
+                ran.push(job.id);
+                return 'charged';
+              });
+            } catch (err) {
+              thrown.push(err);
+              throw err;
+            }
+          },
+        },
+      },
+      pollIntervalMs: 100,
+      recoveryIntervalMs: 200,
+    });
+    worker.on('error', () => {});
+    await started(worker);
+    const { id } = await setup.enqueue('stephole', {});
+    await waitFor(() => runs.length > 0, { what: 'the first run' });
+
+    proxy.blackHole();
+    cut = true;
+    await waitFor(() => thrown.length > 0, { what: 'job.step to give up', timeoutMs: 30_000 });
+    expect(thrown[0]).toBeInstanceOf(LeaseLostError);
+    expect(String((thrown[0] as Error).message)).toMatch(/step "charge#0" .*before the lease ran out/);
+    expect(ran).toEqual([]);
+
+    proxy.heal();
+    await waitFor(async () => (await setup.getJob(id))?.status === 'succeeded', {
+      what: 'the job to succeed on its next run',
+      timeoutMs: 30_000,
+    });
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    expect(ran).toEqual([id]);
+    await worker.stop();
+  }, 90_000);
+
   it('a commit waiting for a synchronous standby that does not exist raises stalled and fails the health rule', async () => {
     const server = await startRestartablePostgres();
     const schema = uniqueSchema('lh_syncrep');

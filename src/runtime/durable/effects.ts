@@ -4,6 +4,7 @@ import { serialisePayload } from '../../shared/validation.js';
 import type { Queryable } from '../../storage/db.js';
 import { beginEffect, rearmEffect, recordEffectResult } from '../../storage/flows/effects.js';
 import { UncertainEffectError } from '../run/job-errors.js';
+import { beforeDeadline } from './lease-deadline.js';
 
 /** Largest effect result accepted, as JSON bytes: the ledger keeps receipts, not documents. */
 export const MAX_EFFECT_RESULT_BYTES = 64 * 1024;
@@ -112,25 +113,4 @@ async function record<T>(
     );
   }
   return JSON.parse(json) as T;
-}
-
-/** How long the deadline watch sleeps at most before reading the deadline again. */
-const DEADLINE_WATCH_MAX_MS = 60_000;
-
-// The ledger's own statements wait no longer than the lease: on a link that answers nothing (a
-// primary cut off) a statement would otherwise hold the handler until the client's statement
-// timeout while the job, its lease lapsed, runs elsewhere. The statement is left to land or not:
-// it is fenced, so a late one is refused. The deadline is read again when the timer fires.
-function beforeDeadline<T>(host: EffectHost, write: Promise<T>, expired: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const lapsed = new Promise<never>((_, reject) => {
-    const check = () => {
-      const left = host.deadline - performance.now();
-      if (left > 0) timer = setTimeout(check, Math.min(left, DEADLINE_WATCH_MAX_MS));
-      else reject(expired());
-    };
-    check();
-  });
-  write.catch(() => {}); // answered after the deadline: nobody waits for it any more
-  return Promise.race([write, lapsed]).finally(() => clearTimeout(timer));
 }

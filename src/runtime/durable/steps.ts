@@ -9,6 +9,7 @@ import { listSteps, type RecordedStep, recordStep } from '../../storage/flows/st
 import { wakeupChannel } from '../../storage/jobs/enqueue.js';
 import { PermanentError, SnoozeError, StepOrderError } from '../run/job-errors.js';
 import { type InvokeChild, invokeOutcome } from './invoke.js';
+import { beforeDeadline } from './lease-deadline.js';
 
 /** The steps' bounds (their home is shared/limits.ts, which storage's functions share). */
 export { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS };
@@ -34,6 +35,8 @@ export interface StepHost {
   readonly lease: Lease;
   /** The lease is still ours as far as this process can tell. */
   readonly holdsLease: boolean;
+  /** When this process stops counting the lease as its own (monotonic, `performance.now()`). */
+  readonly deadline: number;
   /** Largest step result, as JSON bytes (the worker's `maxResultBytes`). */
   readonly maxResultBytes: number;
   /** Called when the database refused a write: the lease is gone. */
@@ -74,10 +77,14 @@ export class StepRun {
     if (!this.#host.holdsLease) throw this.#lost(key, 'was not run');
     const value = await fn();
     const json = stepResultText(value, this.#host.maxResultBytes, key);
-    const done = await recordStep(this.#host.db, this.#host.schema, this.#host.lease, seq, key, {
-      kind: 'step',
-      resultJson: json,
-    });
+    const done = await this.#bounded(
+      recordStep(this.#host.db, this.#host.schema, this.#host.lease, seq, key, {
+        kind: 'step',
+        resultJson: json,
+      }),
+      key,
+      'ran but was not recorded before the lease ran out (the next holder runs it again)',
+    );
     this.#check(done, key);
     return JSON.parse(json) as T;
   }
@@ -88,11 +95,15 @@ export class StepRun {
     const recorded = await this.#recordedAt(seq, key, 'sleep');
     let remainingMs = recorded?.remainingMs ?? 0;
     if (!recorded) {
-      const done = await recordStep(this.#host.db, this.#host.schema, this.#host.lease, seq, key, {
-        kind: 'sleep',
-        ms: 'ms' in wake ? wake.ms : null,
-        at: 'at' in wake ? wake.at : null,
-      });
+      const done = await this.#bounded(
+        recordStep(this.#host.db, this.#host.schema, this.#host.lease, seq, key, {
+          kind: 'sleep',
+          ms: 'ms' in wake ? wake.ms : null,
+          at: 'at' in wake ? wake.at : null,
+        }),
+        key,
+        'was not recorded before the lease ran out',
+      );
       this.#check(done, key);
       remainingMs = done.remainingMs ?? 0;
     }
@@ -109,13 +120,18 @@ export class StepRun {
     const recorded = await this.#recordedAt(seq, stepKey, 'wait');
     if (recorded && recorded.result !== null) return recorded.result;
     const { db, schema, lease } = this.#host;
+    const late = 'was not recorded before the lease ran out';
     if (!recorded) {
-      const begun = await beginWait(db, schema, lease, { seq, key: stepKey, name, eventKey: key, timeoutMs });
+      const begun = await this.#bounded(
+        beginWait(db, schema, lease, { seq, key: stepKey, name, eventKey: key, timeoutMs }),
+        stepKey,
+        late,
+      );
       this.#check(begun, stepKey);
     }
     // Every sender in flight has committed or rolled back before the event is looked for.
-    await awaitSenders(db, schema, name, key);
-    const ended = await resolveWait(db, schema, lease, seq, retentionMs);
+    await this.#bounded(awaitSenders(db, schema, name, key), stepKey, late);
+    const ended = await this.#bounded(resolveWait(db, schema, lease, seq, retentionMs), stepKey, late);
     if (!ended.held) throw this.#lost(stepKey, 'was not recorded');
     if (ended.result !== null) return ended.result;
     throw new SnoozeError(Math.max(1, Math.ceil(ended.remainingMs)), { waiting: true });
@@ -133,16 +149,24 @@ export class StepRun {
     const stored = recorded?.result as { childId: string; queue: string } | undefined;
     let target = stored ? { id: stored.childId, queue: stored.queue } : null;
     if (!target) {
-      const begun = await beginInvoke(db, schema, lease, {
-        seq,
+      const begun = await this.#bounded(
+        beginInvoke(db, schema, lease, {
+          seq,
+          key,
+          ...child,
+          wakeupChannel: wakeupChannel(schema),
+        }),
         key,
-        ...child,
-        wakeupChannel: wakeupChannel(schema),
-      });
+        'was not recorded before the lease ran out',
+      );
       this.#check(begun, key);
       target = { id: begun.childId as string, queue: child.queue };
     }
-    const read = await readInvoked(db, schema, lease, target.id, target.queue);
+    const read = await this.#bounded(
+      readInvoked(db, schema, lease, target.id, target.queue),
+      key,
+      'was not read before the lease ran out',
+    );
     if (!read.held) throw this.#lost(key, 'was not read');
     return invokeOutcome(target.id, read, !recorded);
   }
@@ -169,7 +193,11 @@ export class StepRun {
   // The step an earlier attempt recorded at `seq`, checked against this call; null when none was.
   async #recordedAt(seq: number, key: string, kind: RecordedStep['kind']): Promise<RecordedStep | null> {
     if (!this.#host.holdsLease) throw this.#lost(key, 'was not run');
-    this.#recorded ??= listSteps(this.#host.db, this.#host.schema, this.#host.lease).then((steps) => {
+    this.#recorded ??= this.#bounded(
+      listSteps(this.#host.db, this.#host.schema, this.#host.lease),
+      key,
+      'was not run (no answer from the database before the lease ran out)',
+    ).then((steps) => {
       if (steps === null) throw this.#lost(key, 'was not run');
       return steps;
     });
@@ -185,6 +213,11 @@ export class StepRun {
       throw this.#broken;
     }
     return found;
+  }
+
+  // A step's statement waits no longer than the lease (lease-deadline.ts): past it, the run is lost.
+  #bounded<T>(write: Promise<T>, key: string, what: string): Promise<T> {
+    return beforeDeadline(this.#host, write, () => this.#lost(key, what));
   }
 
   #check(done: { held: boolean; recorded: boolean }, key: string): void {
