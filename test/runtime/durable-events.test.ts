@@ -182,6 +182,8 @@ describe('durable events', () => {
       timeoutMs: 20_000,
       what: 'done',
     });
+    // The row commits before the worker reads the completion's answer and emits its outcome.
+    await waitFor(() => outcomes.length >= 1, { what: 'the outcome emitted' });
     // Found while the job still held its first lease: never handed back.
     expect(outcomes).toEqual(['completed']);
     expect(seen.get(job.id)).toEqual([{ timedOut: false, payload: { at: 'dawn' } }]);
@@ -223,6 +225,7 @@ describe('durable events', () => {
         timeoutMs: 20_000,
         what: 'done',
       });
+      await waitFor(() => outcomes.length >= 1, { what: 'the outcome emitted' });
       // Not handed back for its hour-long timeout: the committed event was found at once.
       expect(outcomes).toEqual(['completed']);
       expect(seen.get(job.id)).toEqual([{ timedOut: false, payload: { at: 'commit' } }]);
@@ -246,6 +249,7 @@ describe('durable events', () => {
       timeoutMs: 20_000,
       what: 'timed out',
     });
+    await waitFor(() => outcomes.length >= 2, { what: 'both outcomes emitted' });
     expect(outcomes).toEqual(['snoozed', 'completed']);
     expect(seen.get(job.id)).toEqual([{ timedOut: true }]);
     expect(await lh.getJob(job.id)).toMatchObject({ attemptCount: 1, result: { timedOut: true } });
