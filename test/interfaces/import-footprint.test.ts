@@ -127,6 +127,7 @@ const OWN: string[] = [
   'dist/runtime/claim/worker-claims.js',
   'dist/runtime/durable/effects.js',
   'dist/runtime/durable/invoke.js',
+  'dist/runtime/durable/lease-deadline.js',
   'dist/runtime/durable/steps.js',
   'dist/runtime/durable/wait-event.js',
   'dist/runtime/idle-run.js',
