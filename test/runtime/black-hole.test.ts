@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Leasehold, LeaseLostError } from '../../src/index.js';
+import { type JobContext, Leasehold, LeaseLostError } from '../../src/index.js';
 import { databaseUrl, migratedClient, uniqueSchema, waitFor } from '../support/db.js';
 import { startRestartablePostgres } from '../support/restartable-postgres.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
@@ -160,7 +160,14 @@ describe('never hang silently', () => {
     await worker.stop();
   }, 90_000);
 
-  it('job.effect waiting on a black-holed connection gives up when its lease runs out, and performs nothing', async () => {
+  // A handler whose first run waits for the cut, then calls one durable tool (`use`) through the
+  // black hole: the call must give up at the lease, not at the 300 s timeouts; after the heal the
+  // job's next run succeeds. Returns what each run threw.
+  async function durableCallThroughTheHole(
+    queue: string,
+    use: (job: JobContext) => Promise<unknown>,
+    checkWhileCut: (thrown: unknown) => void,
+  ): Promise<{ id: string; runs: string[] }> {
     const setup = await migratedClient();
     const proxy = await startTcpProxy(databaseUrl());
     const lh = new Leasehold({
@@ -173,22 +180,16 @@ describe('never hang silently', () => {
     clients.push(lh);
     const runs: string[] = [];
     const thrown: unknown[] = [];
-    const performed: string[] = [];
     let cut = false;
     const worker = lh.worker({
       queues: {
-        effecthole: {
+        [queue]: {
           leaseMs: 1000,
           handler: async (job) => {
             runs.push(job.id);
-            // The first run waits for the cut, then asks the effects ledger through the hole.
             if (runs.length === 1) await waitFor(() => cut, { what: 'the cut' });
             try {
-              await job.effect('call', {
-                perform: async (key) => {
-                  performed.push(key);
-                },
-              });
+              await use(job);
             } catch (err) {
               thrown.push(err);
               throw err;
@@ -201,15 +202,14 @@ describe('never hang silently', () => {
     });
     worker.on('error', () => {});
     await started(worker);
-    const { id } = await setup.enqueue('effecthole', {});
+    const { id } = await setup.enqueue(queue, {});
     await waitFor(() => runs.length > 0, { what: 'the first run' });
 
     proxy.blackHole();
     cut = true;
-    await waitFor(() => thrown.length > 0, { what: 'job.effect to give up', timeoutMs: 30_000 });
+    await waitFor(() => thrown.length > 0, { what: 'the durable call to give up', timeoutMs: 30_000 });
     expect(thrown[0]).toBeInstanceOf(LeaseLostError);
-    expect(String((thrown[0] as Error).message)).toMatch(/before the lease ran out/);
-    expect(performed).toEqual([]);
+    checkWhileCut(thrown[0]);
 
     proxy.heal();
     await waitFor(async () => (await setup.getJob(id))?.status === 'succeeded', {
@@ -217,68 +217,43 @@ describe('never hang silently', () => {
       timeoutMs: 30_000,
     });
     expect(runs.length).toBeGreaterThanOrEqual(2);
-    expect(performed).toHaveLength(1);
     await worker.stop();
+    return { id, runs };
+  }
+
+  it('job.effect waiting on a black-holed connection gives up when its lease runs out, and performs nothing', async () => {
+    const performed: string[] = [];
+    await durableCallThroughTheHole(
+      'effecthole',
+      (job) =>
+        job.effect('call', {
+          perform: async (key) => {
+            performed.push(key);
+          },
+        }),
+      (thrown) => {
+        expect(String((thrown as Error).message)).toMatch(/before the lease ran out/);
+        expect(performed).toEqual([]);
+      },
+    );
+    expect(performed).toHaveLength(1);
   }, 90_000);
 
   it('job.step waiting on a black-holed connection gives up when its lease runs out, and runs nothing', async () => {
-    const setup = await migratedClient();
-    const proxy = await startTcpProxy(databaseUrl());
-    const lh = new Leasehold({
-      connectionString: proxy.connectionString,
-      schema: setup.schema,
-      statementTimeoutMs: 300_000,
-      // Neither a statement nor a new connection is bounded by anything but the lease here.
-      connectTimeoutMs: 300_000,
-    });
-    clients.push(lh);
-    const runs: string[] = [];
-    const thrown: unknown[] = [];
     const ran: string[] = [];
-    let cut = false;
-    const worker = lh.worker({
-      queues: {
-        stephole: {
-          leaseMs: 1000,
-          handler: async (job) => {
-            runs.push(job.id);
-            // The first run waits for the cut, then reads its recorded steps through the hole.
-            if (runs.length === 1) await waitFor(() => cut, { what: 'the cut' });
-            try {
-              await job.step('charge', async () => {
-                ran.push(job.id);
-                return 'charged';
-              });
-            } catch (err) {
-              thrown.push(err);
-              throw err;
-            }
-          },
-        },
+    const { id } = await durableCallThroughTheHole(
+      'stephole',
+      (job) =>
+        job.step('charge', async () => {
+          ran.push(job.id);
+          return 'charged';
+        }),
+      (thrown) => {
+        expect(String((thrown as Error).message)).toMatch(/step "charge#0" .*before the lease ran out/);
+        expect(ran).toEqual([]);
       },
-      pollIntervalMs: 100,
-      recoveryIntervalMs: 200,
-    });
-    worker.on('error', () => {});
-    await started(worker);
-    const { id } = await setup.enqueue('stephole', {});
-    await waitFor(() => runs.length > 0, { what: 'the first run' });
-
-    proxy.blackHole();
-    cut = true;
-    await waitFor(() => thrown.length > 0, { what: 'job.step to give up', timeoutMs: 30_000 });
-    expect(thrown[0]).toBeInstanceOf(LeaseLostError);
-    expect(String((thrown[0] as Error).message)).toMatch(/step "charge#0" .*before the lease ran out/);
-    expect(ran).toEqual([]);
-
-    proxy.heal();
-    await waitFor(async () => (await setup.getJob(id))?.status === 'succeeded', {
-      what: 'the job to succeed on its next run',
-      timeoutMs: 30_000,
-    });
-    expect(runs.length).toBeGreaterThanOrEqual(2);
+    );
     expect(ran).toEqual([id]);
-    await worker.stop();
   }, 90_000);
 
   it('a commit waiting for a synchronous standby that does not exist raises stalled and fails the health rule', async () => {
