@@ -38,6 +38,16 @@ async function listenFinished(schema: string): Promise<{ ids: string[]; end: () 
   return { ids, end: () => client.end() };
 }
 
+// Waiters of their own whose poll would come in an hour: only a notification can settle them soon.
+async function hourPollWaiters(): Promise<{ lh: Leasehold; waiters: JobWaiters }> {
+  const lh = await migratedClient(listenOptions());
+  const waiters = new JobWaiters(
+    { pool: lh.pool, schema: lh.schema, listen: true, listenVia: contextOf(lh).listenVia },
+    3_600_000,
+  );
+  return { lh, waiters };
+}
+
 describe('lh.waitFor', () => {
   it('resolves with the result once the job succeeded, woken by the notification of its completion', async () => {
     const lh = await migratedClient(listenOptions());
@@ -83,12 +93,7 @@ describe('lh.waitFor', () => {
   });
 
   it('wakes on the notification alone: waiters whose poll would come in an hour still settle at once', async () => {
-    const lh = await migratedClient(listenOptions());
-    const context = contextOf(lh);
-    const waiters = new JobWaiters(
-      { pool: lh.pool, schema: lh.schema, listen: true, listenVia: context.listenVia },
-      3_600_000,
-    );
+    const { lh, waiters } = await hourPollWaiters();
     try {
       const { id } = await lh.enqueue('notified', {});
       const ended = new Promise<unknown>((resolve, reject) => waiters.wait(id, resolve, reject));
@@ -101,12 +106,7 @@ describe('lh.waitFor', () => {
   });
 
   it('a cancel by filter (bulk) wakes the waiters of the jobs it cancels, with no poll to fall back on', async () => {
-    const lh = await migratedClient(listenOptions());
-    const context = contextOf(lh);
-    const waiters = new JobWaiters(
-      { pool: lh.pool, schema: lh.schema, listen: true, listenVia: context.listenVia },
-      3_600_000,
-    );
+    const { lh, waiters } = await hourPollWaiters();
     try {
       const { ids } = await lh.enqueueMany('bulk-cancelled', [{ payload: 1 }, { payload: 2 }]);
       const ended = ids.map(
