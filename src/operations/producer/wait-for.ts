@@ -52,8 +52,8 @@ export function waitFor(
   given?: WaitForOptions,
 ): Promise<WaitForResult> {
   try {
-    // Canonical digits ('007' is job 7): notifications and reads name jobs that way.
-    const jobId = BigInt(assertJobId(id)).toString();
+    // Canonical digits ('007' is job 7, assertJobId's answer): notifications and reads name jobs that way.
+    const jobId = assertJobId(id);
     const options = optionsObject(given);
     rejectUnknownOptions(options, WAIT_KEYS, 'options');
     return waitChecked(context, jobId, checkWaitOptions(options));
