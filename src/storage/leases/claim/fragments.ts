@@ -74,9 +74,17 @@ ${where(window.conditions, '    ')}
  * The claim's two timestamps, as epoch milliseconds (float8). Parsed from timestamptz text, two
  * dates per claimed row were the largest single cost of the worker process after garbage
  * collection in a 50,000-job drain (a regular expression and a Date built from parts, per value).
+ * Computed in float8, not with `extract(epoch ...)`: since PostgreSQL 14 that returns numeric, and
+ * the numeric arithmetic and cast cost the server 0.65 µs per claimed row for the two columns,
+ * against 0.24 this way (500,000 rows, PostgreSQL 15 and 18). The value is the same double:
+ * `date_part` gives the seconds to within 0.2 µs, `round(... * 1e6)` recovers the exact
+ * microsecond count (below 2^53, so a float8 holds it exactly), and one division makes the
+ * correctly rounded milliseconds, as the numeric cast did; the two were equal on 6,000,000
+ * timestamps on both servers, infinities and the range's ends included. Plain `date_part * 1000`
+ * was not: it differed in the last bit for a third of them, a millisecond off once truncated.
  */
-export const CLAIMED_TIMES = `(extract(epoch FROM j.lease_expires_at) * 1000)::float8 AS lease_expires_ms,
-            (extract(epoch FROM j.available_at) * 1000)::float8 AS available_ms`;
+export const CLAIMED_TIMES = `round(date_part('epoch', j.lease_expires_at) * 1000000) / 1000::float8 AS lease_expires_ms,
+            round(date_part('epoch', j.available_at) * 1000000) / 1000::float8 AS available_ms`;
 
 /**
  * Whether the run's completion has nothing to do beyond the fence and the lane move: no ordering
