@@ -81,7 +81,8 @@ ${where(window.conditions, '    ')}
  * microsecond count (below 2^53, so a float8 holds it exactly), and one division makes the
  * correctly rounded milliseconds, as the numeric cast did; the two were equal on 6,000,000
  * timestamps on both servers, infinities and the range's ends included. Plain `date_part * 1000`
- * was not: it differed in the last bit for a third of them, a millisecond off once truncated.
+ * was not: it differed in the last bit for a quarter to a third of them, and for 40 in 3,000,000
+ * by a whole millisecond once truncated to a Date.
  */
 export const CLAIMED_TIMES = `round(date_part('epoch', j.lease_expires_at) * 1000000) / 1000::float8 AS lease_expires_ms,
             round(date_part('epoch', j.available_at) * 1000000) / 1000::float8 AS available_ms`;
