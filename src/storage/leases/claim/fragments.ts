@@ -75,8 +75,8 @@ ${where(window.conditions, '    ')}
  * dates per claimed row were the largest single cost of the worker process after garbage
  * collection in a 50,000-job drain (a regular expression and a Date built from parts, per value).
  * Computed in float8, not with `extract(epoch ...)`: since PostgreSQL 14 that returns numeric, and
- * the numeric arithmetic and cast cost the server 0.65 µs per claimed row for the two columns,
- * against 0.24 this way (500,000 rows, PostgreSQL 15 and 18). The value is the same double:
+ * the numeric arithmetic and cast cost the server 0.65–0.73 µs per claimed row for the two columns,
+ * against 0.23–0.24 this way (500,000 rows, PostgreSQL 18 and 15). The value is the same double:
  * `date_part` gives the seconds to within 0.2 µs, `round(... * 1e6)` recovers the exact
  * microsecond count (below 2^53, so a float8 holds it exactly), and one division makes the
  * correctly rounded milliseconds, as the numeric cast did; the two were equal on 6,000,000
