@@ -11,6 +11,9 @@ import { PermanentError, SnoozeError, StepOrderError } from '../run/job-errors.j
 import { type InvokeChild, invokeOutcome } from './invoke.js';
 import { beforeDeadline } from './lease-deadline.js';
 
+// What a step's error says when its statement got no answer before the lease's deadline.
+const NOT_RECORDED_IN_TIME = 'was not recorded before the lease ran out';
+
 /** The steps' bounds (their home is shared/limits.ts, which storage's functions share). */
 export { MAX_SLEEP_MS, MAX_STEP_NAME, MAX_STEPS };
 
@@ -102,7 +105,7 @@ export class StepRun {
           at: 'at' in wake ? wake.at : null,
         }),
         key,
-        'was not recorded before the lease ran out',
+        NOT_RECORDED_IN_TIME,
       );
       this.#check(done, key);
       remainingMs = done.remainingMs ?? 0;
@@ -120,18 +123,21 @@ export class StepRun {
     const recorded = await this.#recordedAt(seq, stepKey, 'wait');
     if (recorded && recorded.result !== null) return recorded.result;
     const { db, schema, lease } = this.#host;
-    const late = 'was not recorded before the lease ran out';
     if (!recorded) {
       const begun = await this.#bounded(
         beginWait(db, schema, lease, { seq, key: stepKey, name, eventKey: key, timeoutMs }),
         stepKey,
-        late,
+        NOT_RECORDED_IN_TIME,
       );
       this.#check(begun, stepKey);
     }
     // Every sender in flight has committed or rolled back before the event is looked for.
-    await this.#bounded(awaitSenders(db, schema, name, key), stepKey, late);
-    const ended = await this.#bounded(resolveWait(db, schema, lease, seq, retentionMs), stepKey, late);
+    await this.#bounded(awaitSenders(db, schema, name, key), stepKey, NOT_RECORDED_IN_TIME);
+    const ended = await this.#bounded(
+      resolveWait(db, schema, lease, seq, retentionMs),
+      stepKey,
+      NOT_RECORDED_IN_TIME,
+    );
     if (!ended.held) throw this.#lost(stepKey, 'was not recorded');
     if (ended.result !== null) return ended.result;
     throw new SnoozeError(Math.max(1, Math.ceil(ended.remainingMs)), { waiting: true });
@@ -157,7 +163,7 @@ export class StepRun {
           wakeupChannel: wakeupChannel(schema),
         }),
         key,
-        'was not recorded before the lease ran out',
+        NOT_RECORDED_IN_TIME,
       );
       this.#check(begun, key);
       target = { id: begun.childId as string, queue: child.queue };

@@ -70,6 +70,9 @@ ${where(window.conditions, '    ')}
   )`;
 }
 
+// A timestamptz column as epoch milliseconds in float8 (why this expression: CLAIMED_TIMES).
+const epochMs = (column: string) => `round(date_part('epoch', ${column}) * 1000000) / 1000::float8`;
+
 /**
  * The claim's two timestamps, as epoch milliseconds (float8). Parsed from timestamptz text, two
  * dates per claimed row were the largest single cost of the worker process after garbage
@@ -84,8 +87,8 @@ ${where(window.conditions, '    ')}
  * was not: it differed in the last bit for a quarter to a third of them, and for 40 in 3,000,000
  * by a whole millisecond once truncated to a Date.
  */
-export const CLAIMED_TIMES = `round(date_part('epoch', j.lease_expires_at) * 1000000) / 1000::float8 AS lease_expires_ms,
-            round(date_part('epoch', j.available_at) * 1000000) / 1000::float8 AS available_ms`;
+export const CLAIMED_TIMES = `${epochMs('j.lease_expires_at')} AS lease_expires_ms,
+            ${epochMs('j.available_at')} AS available_ms`;
 
 /**
  * Whether the run's completion has nothing to do beyond the fence and the lane move: no ordering
