@@ -1,5 +1,5 @@
-// `npm run bench:ab -- <git ref>`: the processing workload (or, with `--workload enqueue`, the
-// enqueue workload) of another commit against the working tree, in one run on one server, interleaved (each repetition runs both, in alternating order, so
+// `npm run bench:ab -- <git ref>`: the processing workload (or, with `--workload enqueue` or
+// `--workload latency`, the enqueue or wake-up latency workload) of another commit against the working tree, in one run on one server, interleaved (each repetition runs both, in alternating order, so
 // a drifting machine spreads over both sides), and the ratio of their medians.
 //
 // The other commit is checked out into a temporary git worktree (this repository's own objects; no
@@ -24,6 +24,7 @@ import {
   enqueueThroughput,
   singleCallerLatency,
 } from './workloads/enqueue-ab.mjs';
+import { leaseholdLatency } from './workloads/latency.mjs';
 import { liveChildren, measureProcessing } from './workloads/processing.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -37,7 +38,10 @@ const USAGE = `Usage: npm run bench:ab -- <git ref> [--reps N] [--process-jobs N
                      enqueue: enqueue() from 16 concurrent callers (jobs/s, --enqueue-jobs each)
                      and one caller's per-call latency, one call at a time (p50/p99 of 2,000 calls),
                      and enqueueMany() of 1,000 jobs per call (50,000 jobs)
+                     latency: the wake-up latency workload of npm run bench (enqueue call to handler
+                     start of an idle listening worker, --latency-samples jobs 10 ms apart; p50/p99)
   --enqueue-jobs N   jobs per enqueue run (default 30000, 1000..1000000)
+  --latency-samples N  samples per latency run (default 300, 20..10000)
  Set DATABASE_URL to use an existing server.`;
 
 const { values, positionals } = (() => {
@@ -52,6 +56,7 @@ const { values, positionals } = (() => {
         prefetch: { type: 'string' },
         workload: { type: 'string' },
         'enqueue-jobs': { type: 'string' },
+        'latency-samples': { type: 'string' },
         help: { type: 'boolean' },
       },
     });
@@ -69,8 +74,10 @@ const processJobs = integer('process-jobs', 50_000, 1000, 1_000_000);
 const concurrency = integer('concurrency', 16, 1, 1000);
 const prefetch = integer('prefetch', 0, 0, 5000);
 const enqueueJobs = integer('enqueue-jobs', 30_000, 1000, 1_000_000);
+const latencySamples = integer('latency-samples', 300, 20, 10_000);
 const workload = values.workload ?? 'processing';
-if (workload !== 'processing' && workload !== 'enqueue') fail('--workload is processing or enqueue');
+if (!['processing', 'enqueue', 'latency'].includes(workload))
+  fail('--workload is processing, enqueue or latency');
 const log = (message) => console.error(`[bench:ab ${new Date().toISOString().slice(11, 19)}] ${message}`);
 
 function integer(name, fallback, min, max) {
@@ -160,6 +167,10 @@ async function main() {
     const ctx = { connectionString: server.connectionString, admin };
     if (workload === 'enqueue') {
       await compareEnqueue(sides, ctx);
+      return;
+    }
+    if (workload === 'latency') {
+      await compareLatency(sides, ctx);
       return;
     }
     const variants = [
@@ -254,6 +265,46 @@ async function compareEnqueue(sides, ctx) {
   ]) {
     console.log(
       `| enqueue(), one caller, one call at a time, ${label} ms (difference: working tree − other) | ${range(runs[0], 3)} | ${range(runs[1], 3)} | ${(median(runs[1]) - median(runs[0])).toFixed(3)} ms |`,
+    );
+  }
+  console.log(`\nLoad average at end (1/5/15 min): ${loadAverage()}`);
+}
+
+/**
+ * The wake-up latency workload on both sides, interleaved: each run enqueues `latencySamples` jobs
+ * one at a time to an idle listening worker of that side's build (LEASEHOLD_BENCH_DIST, read by
+ * benchClient on each call) and measures enqueue call to handler start.
+ */
+async function compareLatency(sides, ctx) {
+  const options = { latencySamples, latencyPauseMs: 10, concurrency, timeoutMs: 180_000 };
+  const p50 = [[], []];
+  const p99 = [[], []];
+  for (let rep = 0; rep < reps; rep++) {
+    for (const i of rep % 2 === 0 ? [0, 1] : [1, 0]) {
+      process.env.LEASEHOLD_BENCH_DIST = sides[i].dist ?? '';
+      const latency = await leaseholdLatency(ctx, options);
+      p50[i].push(latency.p50);
+      p99[i].push(latency.p99);
+      log(
+        `latency, run ${rep + 1}/${reps}: ${sides[i].name}: p50 ${latency.p50.toFixed(2)} / p99 ${latency.p99.toFixed(2)} ms`,
+      );
+    }
+  }
+  delete process.env.LEASEHOLD_BENCH_DIST;
+  await dropLeasehold(ctx.admin);
+  const range = (runs) =>
+    `${median(runs).toFixed(2)} (${Math.min(...runs).toFixed(2)}–${Math.max(...runs).toFixed(2)})`;
+  console.log(
+    `Enqueue call to handler start, ms: median of ${reps} interleaved runs of ${latencySamples} samples (min–max); difference = working tree − the other commit.\n`,
+  );
+  console.log(`| Workload | ${sides[0].name} | ${sides[1].name} | Difference |`);
+  console.log('| --- | ---: | ---: | ---: |');
+  for (const [label, runs] of [
+    ['p50', p50],
+    ['p99', p99],
+  ]) {
+    console.log(
+      `| latency ${label}, idle worker woken by NOTIFY (concurrency ${concurrency}) | ${range(runs[0])} | ${range(runs[1])} | ${(median(runs[1]) - median(runs[0])).toFixed(2)} ms |`,
     );
   }
   console.log(`\nLoad average at end (1/5/15 min): ${loadAverage()}`);

@@ -14,7 +14,7 @@ import {
   rawComplete,
   truncateRaw,
 } from '../lib/raw-sql.mjs';
-import { percentile } from '../lib/stats.mjs';
+import { median, percentile, summarize } from '../lib/stats.mjs';
 
 // The first samples pay for connecting and preparing statements; they are dropped on both sides.
 const WARMUP_SAMPLES = 10;
@@ -71,7 +71,8 @@ async function waitFor(check, what) {
   }
 }
 
-async function leaseholdLatency(ctx, options) {
+/** Leasehold's side alone (the build `leaseholdDist()` names): { p50, p95, p99, n } in ms. */
+export async function leaseholdLatency(ctx, options) {
   await resetLeasehold(ctx.admin, ctx.connectionString);
   const s = sampler();
   const producer = await benchClient(ctx.connectionString, 1);
@@ -156,9 +157,29 @@ async function rawLatency(ctx, options) {
   return summarizeLatency(s.samples);
 }
 
-/** Both sides, Leasehold first; returns { leasehold, baseline } with p50/p95/p99 in ms. */
+/**
+ * Both sides, `options.reps` times, alternating which goes first (one side alone on a noisy host
+ * measured whatever the host did meanwhile; a single run of 300 samples put p99, its third-worst
+ * sample, anywhere from 1.5 to 4.5 ms above the baseline's). Returns, per side, the median over the
+ * repetitions of each percentile with its min–max (`{ median, min, max, runs }` as `summarize`),
+ * and `p99Gap`: the median over the repetitions of Leasehold's p99 minus the baseline's, in ms,
+ * each repetition's two sides measured back to back.
+ */
 export async function measureLatency(ctx, options) {
-  const leasehold = await leaseholdLatency(ctx, options);
-  const baseline = await rawLatency(ctx, options);
-  return { leasehold, baseline };
+  const runs = { leasehold: [], baseline: [] };
+  for (let rep = 0; rep < options.reps; rep++) {
+    const order = rep % 2 === 0 ? ['leasehold', 'baseline'] : ['baseline', 'leasehold'];
+    for (const side of order) {
+      runs[side].push(
+        side === 'leasehold' ? await leaseholdLatency(ctx, options) : await rawLatency(ctx, options),
+      );
+    }
+  }
+  const acrossReps = (side) =>
+    Object.fromEntries(['p50', 'p95', 'p99'].map((p) => [p, summarize(runs[side].map((run) => run[p]))]));
+  return {
+    leasehold: acrossReps('leasehold'),
+    baseline: acrossReps('baseline'),
+    p99Gap: median(runs.leasehold.map((run, rep) => run.p99 - runs.baseline[rep].p99)),
+  };
 }
