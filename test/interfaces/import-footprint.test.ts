@@ -187,6 +187,7 @@ const OWN: string[] = [
   'dist/storage/jobs/wait.js',
   'dist/storage/leases/cancelled-claims.js',
   'dist/storage/leases/claim.js',
+  'dist/storage/leases/claim/claim-id.js',
   'dist/storage/leases/claim/fragments.js',
   'dist/storage/leases/claim/functions.js',
   'dist/storage/leases/claim/per-key-limit.js',

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { newClaimId } from '../../src/storage/leases/claim.js';
+import { newClaimId } from '../../src/storage/leases/claim/claim-id.js';
 
 // newClaimId alone (claim-id.test.ts covers the claim id in the fence). Claim ids come from a
-// pooled buffer of randomness (claim.ts): every id must still be new, across refills of the pool,
+// pooled buffer of randomness (claim/claim-id.ts): every id must still be new, across refills of the pool,
 // and fit the column it is compared with (bigint).
 describe('newClaimId', () => {
   it('draws distinct signed 64-bit ids, across several refills of its pool', () => {
