@@ -221,6 +221,14 @@ export const MUTANTS = [
     ci: true,
   },
   {
+    name: 'claim-id-pool-repeats',
+    covers: 'claim id',
+    file: 'src/storage/leases/claim/claim-id.ts',
+    find: '  claimIdOffset += CLAIM_ID_BYTES;\n',
+    replace: '',
+    tests: ['claim-id-pool'],
+  },
+  {
     name: 'claim-no-attempt-count',
     covers: 'expiry',
     file: 'src/storage/leases/claim/fragments.ts',
