@@ -151,9 +151,12 @@ describe('retention of rate-limit windows (issue 32)', () => {
     // statement timeout while three other suites wrote to the same disk. The test checks what a
     // pass removes, not the disk's speed: its statements get the test's own time (below).
     const lh = await migratedClient({ statementTimeoutMs: 110_000 });
+    // The window is an hour, not a minute: in CI this test once took 83 s, and the live keys' starts
+    // (a claim at its beginning, one 10 s before its passes) had left a one-minute window by the
+    // last pass, which then rightly removed them. The keys' ages are in proportion.
     const pool = testPool(2);
     const s = `"${lh.schema}"`;
-    await lh.configureQueue('per-user', { rateLimit: { max: 5, perMs: 60_000, perKey: true } });
+    await lh.configureQueue('per-user', { rateLimit: { max: 5, perMs: 3_600_000, perKey: true } });
     // A key used through the API: its window is live.
     await lh.enqueue('per-user', { u: 'live' }, { concurrencyKey: 'user-live' });
     const [lease] = await lh.claim({ queue: 'per-user', owner: 'w' });
@@ -162,11 +165,11 @@ describe('retention of rate-limit windows (issue 32)', () => {
       `SELECT bucket_key FROM ${s}.rate_limit_keys WHERE queue_name = 'per-user'`,
     );
     expect(live.rows).toEqual([{ bucket_key: 'user-live' }]);
-    // 100,000 keys of users last seen two minutes ago (the window is one minute), and a queue whose
+    // 100,000 keys of users last seen two hours ago (the window is one hour), and a queue whose
     // limit was removed since, as the claim would have left them.
     await pool.query(
       `INSERT INTO ${s}.rate_limit_keys (queue_name, bucket_key, start_at, start_n, granted)
-       SELECT 'per-user', 'user-' || g, ARRAY[now() - interval '2 minutes'], ARRAY[1], 1
+       SELECT 'per-user', 'user-' || g, ARRAY[now() - interval '2 hours'], ARRAY[1], 1
        FROM generate_series(1, 100000) AS g`,
     );
     await pool.query(
@@ -176,7 +179,7 @@ describe('retention of rate-limit windows (issue 32)', () => {
     // A key with one start in the window among old ones: still limiting.
     await pool.query(
       `INSERT INTO ${s}.rate_limit_keys (queue_name, bucket_key, start_at, start_n, granted)
-       VALUES ('per-user', 'user-recent', ARRAY[now() - interval '5 minutes', now() - interval '10 seconds'],
+       VALUES ('per-user', 'user-recent', ARRAY[now() - interval '5 hours', now() - interval '10 seconds'],
                ARRAY[1, 1], 1)`,
     );
     const count = async () =>
