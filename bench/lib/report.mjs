@@ -22,7 +22,7 @@ function ratio(ours, theirs) {
 }
 
 /**
- * rows: { workload, ours, theirsLabel, theirs, kind: 'throughput' | 'latency' | 'unavailable', reason }
+ * rows: { workload, ours, theirsLabel, theirs, kind: 'throughput' | 'latency' | 'gap' | 'unavailable', reason }
  * ours/theirs: a summary of repetitions (`summarize`: throughput, or ms for latency rows); for
  * 'gap' rows, `ours` alone, a difference in ms.
  */
