@@ -219,6 +219,11 @@ async function main() {
   }
 }
 
+/** A median with its min–max, to `digits` decimals: one cell of the enqueue and latency tables. */
+function range(runs, digits) {
+  return `${median(runs).toFixed(digits)} (${Math.min(...runs).toFixed(digits)}–${Math.max(...runs).toFixed(digits)})`;
+}
+
 /** The bulk part of the enqueue workload: the bench's "many" workload, 1,000 jobs per call. */
 const BULK_BATCH = 1000;
 const BULK_JOBS = 50_000;
@@ -248,8 +253,6 @@ async function compareEnqueue(sides, ctx) {
     }
   }
   await dropEnqueueSchema(ctx.admin);
-  const range = (runs, digits) =>
-    `${median(runs).toFixed(digits)} (${Math.min(...runs).toFixed(digits)}–${Math.max(...runs).toFixed(digits)})`;
   console.log(`Median of ${reps} interleaved runs (min–max); ratio = working tree ÷ the other commit.\n`);
   console.log(`| Workload | ${sides[0].name} | ${sides[1].name} | Ratio |`);
   console.log('| --- | ---: | ---: | ---: |');
@@ -292,8 +295,6 @@ async function compareLatency(sides, ctx) {
   }
   delete process.env.LEASEHOLD_BENCH_DIST;
   await dropLeasehold(ctx.admin);
-  const range = (runs) =>
-    `${median(runs).toFixed(2)} (${Math.min(...runs).toFixed(2)}–${Math.max(...runs).toFixed(2)})`;
   console.log(
     `Enqueue call to handler start, ms: median of ${reps} interleaved runs of ${latencySamples} samples (min–max); difference = working tree − the other commit.\n`,
   );
@@ -304,7 +305,7 @@ async function compareLatency(sides, ctx) {
     ['p99', p99],
   ]) {
     console.log(
-      `| latency ${label}, idle worker woken by NOTIFY (concurrency ${concurrency}) | ${range(runs[0])} | ${range(runs[1])} | ${(median(runs[1]) - median(runs[0])).toFixed(2)} ms |`,
+      `| latency ${label}, idle worker woken by NOTIFY (concurrency ${concurrency}) | ${range(runs[0], 2)} | ${range(runs[1], 2)} | ${(median(runs[1]) - median(runs[0])).toFixed(2)} ms |`,
     );
   }
   console.log(`\nLoad average at end (1/5/15 min): ${loadAverage()}`);
