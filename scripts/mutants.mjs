@@ -221,6 +221,22 @@ export const MUTANTS = [
     ci: true,
   },
   {
+    name: 'lapse-probe-blind',
+    covers: 'sweep',
+    file: 'src/storage/leases/recover.ts',
+    find: "AND lease_expires_at <= now()) AS lapsed",
+    replace: "AND lease_expires_at <= now() - interval '1 day') AS lapsed",
+    tests: ['recovery-schedule'],
+  },
+  {
+    name: 'fairness-probe-misses-keys',
+    covers: 'ordering',
+    file: 'src/storage/upkeep/aging.ts',
+    find: 'EXISTS (SELECT 1 FROM ${s}.ordering_keys) AS keyed',
+    replace: 'false AS keyed',
+    tests: ['ordering-maintenance'],
+  },
+  {
     name: 'claim-id-pool-repeats',
     covers: 'claim id',
     file: 'src/storage/leases/claim/claim-id.ts',

@@ -1,6 +1,6 @@
 import { DEFAULT_AGING_LIMIT } from '../shared/defaults.js';
 import { type OrderingKeyCursor, repairOrderingKeys, scanOrderingKeys } from '../storage/queues/ordering.js';
-import { agePendingJobs, listAgingQueues } from '../storage/upkeep/aging.js';
+import { agePendingJobs, probeFairnessWork } from '../storage/upkeep/aging.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
 export { DEFAULT_AGING_LIMIT, DEFAULT_AGING_PASS_INTERVAL_MS } from '../shared/defaults.js';
@@ -46,11 +46,18 @@ export class AgingService extends PeriodicService<AgingResult> {
   override async runOnce(): Promise<AgingResult> {
     const { db, schema } = this.options;
     let raised = 0;
-    for (const queue of await listAgingQueues(db, schema, MAX_AGING_QUEUES)) {
+    const work = await probeFairnessWork(db, schema, MAX_AGING_QUEUES);
+    for (const queue of work.agingQueues) {
       raised += await agePendingJobs(db, schema, queue, DEFAULT_AGING_LIMIT);
     }
-    const repair = await repairOrderingKeys(db, schema, [], ORDERING_REPAIR_LIMIT);
-    const scan = await scanOrderingKeys(db, schema, ORDERING_SCAN_PAGE, this.#scanCursor);
+    // No key row, nothing to repair or remove: a key taken after the probe is the next pass's.
+    const nothing = { released: 0, removed: 0 };
+    const repair = work.orderingKeys
+      ? await repairOrderingKeys(db, schema, [], ORDERING_REPAIR_LIMIT)
+      : nothing;
+    const scan = work.orderingKeys
+      ? await scanOrderingKeys(db, schema, ORDERING_SCAN_PAGE, this.#scanCursor)
+      : { result: nothing, next: null };
     this.#scanCursor = scan.next;
     const result = {
       raised,

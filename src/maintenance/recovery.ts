@@ -1,7 +1,7 @@
 import { DEFAULT_RECOVERY_LIMIT } from '../shared/defaults.js';
 import { MAX_BATCH } from '../shared/validation.js';
 import type { Queryable } from '../storage/db.js';
-import { msUntilNextLeaseExpiry, recoverExpiredLeases } from '../storage/leases/recover.js';
+import { msUntilNextLeaseExpiry, probeLeaseLapses, recoverExpiredLeases } from '../storage/leases/recover.js';
 import { type MaintenanceServiceOptions, PeriodicService } from './periodic-service.js';
 
 /** What one recovery pass moved. */
@@ -128,11 +128,22 @@ export class RecoveryService extends PeriodicService<RecoveryResult> {
     super(options.intervalMs, options.onError);
   }
 
-  /** Runs one pass now, then (with `followLapses`) reads when the next lease lapses. */
+  /**
+   * Runs one pass now, then (with `followLapses`) reads when the next lease lapses. With
+   * `followLapses`, a pass first probes for a lapsed lease (probeLeaseLapses) and, finding none,
+   * sweeps nothing: the probe's answer also says when the next lease lapses.
+   */
   override async runOnce(): Promise<RecoveryResult> {
     const { db, schema } = this.options;
     this.#nextLapseInMs = null;
     this.#passes++;
+    if (this.options.followLapses) {
+      const probe = await probeLeaseLapses(db, schema);
+      if (!probe.lapsed) {
+        this.#nextLapseInMs = probe.nextLapseInMs;
+        return { retried: 0, dead: 0 };
+      }
+    }
     const { maxDelayMs, ...result } = await recoveryPass(db, schema, this.options);
     if (result.retried + result.dead > 0) this.options.onRecovered?.(result, maxDelayMs);
     if (this.options.followLapses) this.#nextLapseInMs = await msUntilNextLeaseExpiry(db, schema);

@@ -4,6 +4,7 @@ import { adminCommands } from '../../src/cli/admin-commands.js';
 import { Interrupt } from '../../src/cli/interrupt.js';
 import { AgingService } from '../../src/maintenance/aging.js';
 import { databaseUrl, listenOptions, migratedClient, testPool, waitFor } from '../support/db.js';
+import { statementsSentOn } from '../support/statement-spy.js';
 import { started } from '../support/worker.js';
 
 describe('ordering keys with a worker and the fairness pass', () => {
@@ -56,6 +57,38 @@ describe('ordering keys with a worker and the fairness pass', () => {
     expect((await lh.claim({ queue: 'repair', owner: 'w' }))[0]?.jobId).toBe(second.id);
     const keys = await pool.query(`SELECT ordering_key FROM "${lh.schema}".ordering_keys`);
     expect(keys.rows).toEqual([{ ordering_key: 'orphan' }]);
+  });
+
+  it('a fairness pass pays for what the schema uses: its probe alone without aging or ordering keys, the aging without the key repairs, the repairs once a key exists', async () => {
+    const lh = await migratedClient();
+    const spy = statementsSentOn(testPool(2));
+    const service = new AgingService({ intervalMs: 1000, db: spy.pool, schema: lh.schema });
+    await lh.enqueue('plain', { n: 1 });
+    expect(await service.runOnce()).toEqual({ raised: 0, keysReleased: 0, keysRemoved: 0 });
+    expect(spy.labels()).toEqual(['fairness_pass_probe']);
+
+    await lh.configureQueue('aged', { agingIntervalMs: 1000 });
+    const aged = await lh.enqueue('aged', { n: 2 });
+    await spy.pool.query(
+      `UPDATE "${lh.schema}".jobs SET available_at = now() - interval '2 s' WHERE id = $1`,
+      [aged.id],
+    );
+    spy.clear();
+    expect((await service.runOnce()).raised).toBe(1);
+    expect(spy.labels()).toEqual(['fairness_pass_probe', 'age_pending_jobs']);
+
+    // An idle key row (its job gone): the repairs run again, and remove it.
+    const keyed = await lh.enqueue('keyed', { n: 3 }, { orderingKey: 'k' });
+    await spy.pool.query(`DELETE FROM "${lh.schema}".jobs WHERE id = $1`, [keyed.id]);
+    await spy.pool.query(`UPDATE "${lh.schema}".ordering_keys SET head_id = NULL, waiting = 0`);
+    spy.clear();
+    expect((await service.runOnce()).keysRemoved).toBe(1);
+    expect(spy.labels()).toEqual([
+      'fairness_pass_probe',
+      'age_pending_jobs',
+      'repair_headless_ordering_keys',
+      'repair_scan_ordering_keys',
+    ]);
   });
 
   it('raises long-waiting jobs one step per interval, keeps the enqueued priority, and replay restores it', async () => {

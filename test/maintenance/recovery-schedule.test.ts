@@ -1,8 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../src/index.js';
-import { nextSweepWaitMs, sweepInGrowingBatches } from '../../src/maintenance/recovery.js';
-import { msUntilNextLeaseExpiry } from '../../src/storage/leases/recover.js';
-import { countByStatus, listenOptions, migratedClient, testPool, waitFor } from '../support/db.js';
+import { nextSweepWaitMs, RecoveryService, sweepInGrowingBatches } from '../../src/maintenance/recovery.js';
+import { msUntilNextLeaseExpiry, probeLeaseLapses } from '../../src/storage/leases/recover.js';
+import {
+  countByStatus,
+  expireLease,
+  listenOptions,
+  migratedClient,
+  testPool,
+  waitFor,
+} from '../support/db.js';
+import { statementsSentOn } from '../support/statement-spy.js';
 import { started } from '../support/worker.js';
 
 // The wait the service plans before its next pass, for a given state (the service's own interval
@@ -42,6 +50,38 @@ describe('when the recovery sweep runs', () => {
     const ms = await msUntilNextLeaseExpiry(lh.pool, lh.schema);
     expect(ms).toBeGreaterThan(50_000);
     expect(ms).toBeLessThanOrEqual(60_000);
+  });
+
+  it('a pass that finds no lapsed lease sends one read and moves nothing, and says when the next lease lapses; a lapsed lease is swept in the pass that finds it', async () => {
+    const lh = await migratedClient();
+    const spy = statementsSentOn(testPool(2));
+    const service = new RecoveryService({
+      db: spy.pool,
+      schema: lh.schema,
+      intervalMs: 10_000,
+      backoff: { baseMs: 0, maxMs: 0 },
+      followLapses: true,
+    });
+    // Nothing running: one probe, no sweep.
+    expect(await service.runOnce()).toEqual({ retried: 0, dead: 0 });
+    expect(spy.labels()).toEqual(['lease_lapse_probe']);
+    // Two live leases: still one probe, and the next pass is planned just after the earlier lapses.
+    const [early] = (await lh.enqueueMany('probe', [{ payload: 1 }, { payload: 2 }])).ids;
+    await lh.claim({ queue: 'probe', owner: 'a', leaseMs: 600_000, limit: 1 });
+    await lh.claim({ queue: 'probe', owner: 'b', leaseMs: 60_000, limit: 1 });
+    spy.clear();
+    expect(await service.runOnce()).toEqual({ retried: 0, dead: 0 });
+    expect(spy.labels()).toEqual(['lease_lapse_probe']);
+    const probe = await probeLeaseLapses(spy.pool, lh.schema);
+    expect(probe.lapsed).toBe(false);
+    expect(probe.nextLapseInMs).toBeGreaterThan(50_000);
+    expect(probe.nextLapseInMs).toBeLessThanOrEqual(60_000);
+    // One lapsed lease: the same pass sweeps it, then reads the next lapse.
+    await expireLease(spy.pool, lh.schema, early as string);
+    spy.clear();
+    expect(await service.runOnce()).toEqual({ retried: 1, dead: 0 });
+    expect(spy.labels()).toEqual(['lease_lapse_probe', 'recover_expired_leases', 'lease_next_expiry']);
+    expect((await countByStatus(spy.pool, lh.schema)).pending).toBe(1);
   });
 
   it('sweeps in batches that double from 1,000 to 4,000 until one comes back short', async () => {

@@ -122,3 +122,35 @@ export async function msUntilNextLeaseExpiry(db: Queryable, schema: string): Pro
   const ms = rows[0]?.ms;
   return ms === null || ms === undefined ? null : Number(ms);
 }
+
+/**
+ * LeaseLapseProbe: reads, without a lock, whether some running lease has lapsed (database time),
+ * and the ms until the earliest one that has not lapses (null when none runs). Two probes of
+ * jobs_expired_lease_idx, one row. A worker's sweep asks this first and runs JobRecoverExpired only
+ * when a lease has lapsed: on a healthy or idle queue nearly every pass finds none, and the sweep
+ * then costs one index probe instead of the recovery statement and LeaseNextExpiry (two statements
+ * a second per worker, each woken from idle, in the way of the next claim). The probe is only a
+ * hint: a lease that lapses just after it is swept by the next pass, as one that lapses just after
+ * a sweep always was, and the sweep itself re-checks every lease it takes.
+ */
+const LeaseLapseProbe = defineStatement(
+  'lease_lapse_probe',
+  (s) => `
+  SELECT EXISTS (SELECT 1 FROM ${s}.jobs WHERE status = 'running' AND lease_expires_at <= now()) AS lapsed,
+         (SELECT extract(epoch FROM min(lease_expires_at) - now()) * 1000
+          FROM ${s}.jobs
+          WHERE status = 'running' AND lease_expires_at > now()) AS ms`,
+);
+
+/** Whether a running lease has lapsed (database time), and ms until the next unlapsed one lapses (null: none runs). */
+export async function probeLeaseLapses(
+  db: Queryable,
+  schema: string,
+): Promise<{ lapsed: boolean; nextLapseInMs: number | null }> {
+  const rows = await run<{ lapsed: boolean; ms: string | number | null }>(db, LeaseLapseProbe(schema), []);
+  const ms = rows[0]?.ms;
+  return {
+    lapsed: rows[0]?.lapsed === true,
+    nextLapseInMs: ms === null || ms === undefined ? null : Number(ms),
+  };
+}

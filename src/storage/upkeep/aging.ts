@@ -1,12 +1,5 @@
 import { defineStatement, type Queryable, run } from '../db.js';
 
-/** AgingQueueList: queues with aging turned on, by name. Reads the (small) queues table. */
-const AgingQueueList = defineStatement(
-  'list_aging_queues',
-  (s) => `
-  SELECT name FROM ${s}.queues WHERE aging_interval_ms IS NOT NULL ORDER BY name LIMIT $1`,
-);
-
 /**
  * JobAgePending: pending -> pending with a higher priority, for at most $2 jobs of queue $1 that
  * have waited long enough: a job's priority becomes base + least(cap, floor(waited / interval)),
@@ -73,10 +66,28 @@ export const JobAgePending = defineStatement(
   SELECT count(*)::int AS raised FROM raised`,
 );
 
-/** Names of the queues with aging turned on (at most `limit`). */
-export async function listAgingQueues(db: Queryable, schema: string, limit: number): Promise<string[]> {
-  const rows = await run<{ name: string }>(db, AgingQueueList(schema), [limit]);
-  return rows.map((row) => row.name);
+/**
+ * FairnessPassProbe: what a fairness pass has to visit, in one read: the queues with aging turned
+ * on (at most $1, by name) and whether any ordering key row exists. Reads the (small) queues table
+ * and one entry of ordering_keys' primary key. A schema where nothing uses aging or ordering keys
+ * then costs the pass this one statement a second, not three (the list and both key repairs, each
+ * woken from idle on every worker).
+ */
+const FairnessPassProbe = defineStatement(
+  'fairness_pass_probe',
+  (s) => `
+  SELECT ARRAY(SELECT name FROM ${s}.queues WHERE aging_interval_ms IS NOT NULL ORDER BY name LIMIT $1) AS aging,
+         EXISTS (SELECT 1 FROM ${s}.ordering_keys) AS keyed`,
+);
+
+/** The queues with aging turned on (at most `limit`, by name), and whether any ordering key row exists. */
+export async function probeFairnessWork(
+  db: Queryable,
+  schema: string,
+  limit: number,
+): Promise<{ agingQueues: string[]; orderingKeys: boolean }> {
+  const rows = await run<{ aging: string[]; keyed: boolean }>(db, FairnessPassProbe(schema), [limit]);
+  return { agingQueues: rows[0]?.aging ?? [], orderingKeys: rows[0]?.keyed === true };
 }
 
 /** Raises the priority of up to `limit` long-waiting pending jobs of `queue`; returns how many. */
