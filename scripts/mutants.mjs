@@ -224,7 +224,7 @@ export const MUTANTS = [
     name: 'lapse-probe-blind',
     covers: 'sweep',
     file: 'src/storage/leases/recover.ts',
-    find: "AND lease_expires_at <= now()) AS lapsed",
+    find: 'AND lease_expires_at <= now()) AS lapsed',
     replace: "AND lease_expires_at <= now() - interval '1 day') AS lapsed",
     tests: ['recovery-schedule'],
   },
