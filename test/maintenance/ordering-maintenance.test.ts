@@ -61,7 +61,7 @@ describe('ordering keys with a worker and the fairness pass', () => {
 
   it('a fairness pass pays for what the schema uses: its probe alone without aging or ordering keys, the aging without the key repairs, the repairs once a key exists', async () => {
     const lh = await migratedClient();
-    const spy = statementsSentOn(testPool(2));
+    const spy = statementsSentOn(lh.pool);
     const service = new AgingService({ intervalMs: 1000, db: spy.pool, schema: lh.schema });
     await lh.enqueue('plain', { n: 1 });
     expect(await service.runOnce()).toEqual({ raised: 0, keysReleased: 0, keysRemoved: 0 });

@@ -54,7 +54,7 @@ describe('when the recovery sweep runs', () => {
 
   it('a pass that finds no lapsed lease sends one read and moves nothing, and says when the next lease lapses; a lapsed lease is swept in the pass that finds it', async () => {
     const lh = await migratedClient();
-    const spy = statementsSentOn(testPool(2));
+    const spy = statementsSentOn(lh.pool);
     const service = new RecoveryService({
       db: spy.pool,
       schema: lh.schema,

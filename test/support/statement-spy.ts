@@ -1,8 +1,12 @@
 import type pg from 'pg';
+import { runUnnamedOn } from '../../src/storage/db.js';
+import { pooled } from './db.js';
 
 /**
- * A pool that records the label of every library statement sent through it (`leasehold_<label>_<digest>`),
- * for tests of what a pass sends: a feature's work that a plain schema must not pay for.
+ * A pool that records the label of every library statement sent through it, for tests of what a
+ * pass sends: a feature's work that a plain schema must not pay for. A statement is named
+ * `leasehold_<label>_<digest>`, or sent unnamed behind a transaction pooler with that name in a
+ * leading comment (storage/db.ts); either way the label is recorded.
  */
 export function statementsSentOn(target: pg.Pool) {
   const sent: string[] = [];
@@ -10,9 +14,8 @@ export function statementsSentOn(target: pg.Pool) {
     get(obj, key) {
       if (key === 'query') {
         return (config: unknown, ...rest: unknown[]) => {
-          const name = (config as { name?: unknown } | null)?.name;
-          if (typeof name === 'string')
-            sent.push(name.replace(/^leasehold_/, '').replace(/_[0-9a-f]{10}$/, ''));
+          const label = labelOf(config);
+          if (label !== null) sent.push(label);
           return (obj.query as (...args: unknown[]) => unknown)(config, ...rest);
         };
       }
@@ -20,5 +23,18 @@ export function statementsSentOn(target: pg.Pool) {
       return typeof value === 'function' ? value.bind(obj) : value;
     },
   });
+  // Behind the pooler the client's pool sends statements unnamed; the spy in front of it must too.
+  if (pooled()) runUnnamedOn(pool);
   return { pool, labels: () => [...sent], clear: () => void sent.splice(0) };
+}
+
+const NAMED = /^leasehold_(.+)_[0-9a-f]{10}$/;
+const COMMENTED = /^\/\* leasehold_(.+)_[0-9a-f]{10} \*\//;
+
+function labelOf(config: unknown): string | null {
+  if (typeof config !== 'object' || config === null) return null;
+  const { name, text } = config as { name?: unknown; text?: unknown };
+  if (typeof name === 'string') return NAMED.exec(name)?.[1] ?? null;
+  if (typeof text === 'string') return COMMENTED.exec(text)?.[1] ?? null;
+  return null;
 }
