@@ -69,7 +69,7 @@ export const JobAgePending = defineStatement(
 /**
  * FairnessPassProbe: what a fairness pass has to visit, in one read: the queues with aging turned
  * on (at most $1, by name) and whether any ordering key row exists. Reads the (small) queues table
- * and one entry of ordering_keys' primary key. A schema where nothing uses aging or ordering keys
+ * and ordering_keys up to its first live row. A schema where nothing uses aging or ordering keys
  * then costs the pass this one statement a second, not three (the list and both key repairs, each
  * woken from idle on every worker).
  */
