@@ -275,6 +275,32 @@ export async function check(db, settings) {
       count(*) FILTER (WHERE mode = 'plain' AND NOT applied)::int AS plain_not_applied
     FROM done`);
 
+  // The effects-ledger jobs whose downstream was called other than once (a handful at most), for the
+  // JSON: each call (claim, owner, time) beside the job's history and the claim that completed it,
+  // so a break can be traced.
+  const ledgerSamples = await all(`
+    WITH odd AS (
+      SELECT a.job_id
+      FROM chaos.acked a
+      LEFT JOIN chaos.downstream_calls c ON c.job_id = a.job_id AND c.kind = 'effect'
+      WHERE a.mode = 'effect'
+      GROUP BY a.job_id
+      HAVING count(c.job_id) <> 1
+      ORDER BY a.job_id
+      LIMIT 5
+    )
+    SELECT o.job_id,
+      (SELECT json_agg(json_build_object('token', c.token, 'owner', c.owner, 'claim_id', c.claim_id, 'at', c.at)
+                       ORDER BY c.at)
+       FROM chaos.downstream_calls c WHERE c.job_id = o.job_id AND c.kind = 'effect') AS calls,
+      coalesce((SELECT json_agg(json_build_object('kind', e.kind, 'token', e.lease_token, 'owner', e.lease_owner, 'at', e.at)
+                                ORDER BY e.id)
+                FROM leasehold.job_events e WHERE e.job_id = o.job_id), '[]') AS events,
+      (SELECT json_build_object('token', f.lease_token, 'owner', f.lease_owner, 'at', f.finished_at)
+       FROM leasehold.finished_jobs f WHERE f.id = o.job_id) AS completed_by
+    FROM odd o
+    ORDER BY o.job_id`);
+
   // Two different jobs (two enqueues: two producer references) that called the downstream with one
   // idempotency key: a downstream deduplicating by key kept the first job's effect and silently
   // dropped the second's. A failover that reissued an id, with keys made of the id alone, does this.
@@ -351,7 +377,7 @@ export async function check(db, settings) {
     early: { ...early, samples: earlySamples },
     skewed,
     pauses,
-    effects,
+    effects: { ...effects, ledgerSamples },
     sharedKeys,
     refusals,
     recoveryTimes,

@@ -32,6 +32,7 @@ const RULES = {
   twice: 'completions accepted per claim (most)',
   other: 'acknowledged jobs that ended neither succeeded nor dead (cancelled, or a status unknown here)',
   sharedKey: 'idempotency keys shared by two jobs (a downstream applies only the first)',
+  ledger: 'effects-ledger effects not exactly once',
 };
 
 // What only the harness sees (producer errors, nemesis): nothing went wrong there.
@@ -57,7 +58,10 @@ afterAll(async () => {
  * ledger, holding a clean history: one job enqueued, acknowledged, run once and completed.
  * `plant` then damages it; returns the broken rule names.
  */
-async function brokenRules(plant?: (ctx: Planted) => Promise<void>): Promise<string[]> {
+async function brokenRules(
+  plant?: (ctx: Planted) => Promise<void>,
+  inspect?: (facts: Facts) => void,
+): Promise<string[]> {
   const name = `lh_chaos_check_${randomBytes(5).toString('hex')}`;
   const admin = new pg.Client({ connectionString: directDatabaseUrl() });
   await admin.connect();
@@ -96,6 +100,7 @@ async function brokenRules(plant?: (ctx: Planted) => Promise<void>): Promise<str
     );
     await plant?.({ db, lh, claim });
     const facts = await checker.check(db, { leaseMs: 2000, recoveryIntervalMs: 500, toleranceMs: 250 });
+    inspect?.(facts);
     return report
       .invariants(facts, RUN)
       .filter((rule) => !rule.ok)
@@ -165,6 +170,29 @@ describe('the chaos checker on planted histories', () => {
       await lh.cancel(id, { reason: 'planted' });
     });
     expect(broken).toEqual([RULES.other]);
+  });
+
+  it('flags an effects-ledger job whose downstream was called twice, and names its calls in the facts', async () => {
+    let samples: unknown;
+    const broken = await brokenRules(
+      async ({ db, claim }) => {
+        await db.query(`UPDATE chaos.acked SET mode = 'effect' WHERE job_id = $1`, [claim.id]);
+        for (const owner of ['w1-a', 'w2-b']) {
+          await db.query(
+            `INSERT INTO chaos.downstream_calls (key, job_id, token, owner, kind)
+             VALUES ($1, $2, $3, $4, 'effect')`,
+            [`leasehold:${claim.id}:downstream`, claim.id, claim.token, owner],
+          );
+        }
+      },
+      (facts) => {
+        samples = (facts.effects as { ledgerSamples: unknown }).ledgerSamples;
+      },
+    );
+    expect(broken).toEqual([RULES.ledger]);
+    expect(samples).toMatchObject([
+      { calls: [{ owner: 'w1-a' }, { owner: 'w2-b' }], events: [], completed_by: { owner: 'w1-a' } },
+    ]);
   });
 
   // Issue 31: after an asynchronous failover the promoted server can hand a lost job's id to a new
