@@ -65,7 +65,7 @@ describe('when the recovery sweep runs', () => {
     // Nothing running: one probe, no sweep.
     expect(await service.runOnce()).toEqual({ retried: 0, dead: 0 });
     expect(spy.labels()).toEqual(['lease_lapse_probe']);
-    // Two live leases: still one probe, and the next pass is planned just after the earlier lapses.
+    // Two live leases: still one probe, which also says when the earlier of them lapses.
     const [early] = (await lh.enqueueMany('probe', [{ payload: 1 }, { payload: 2 }])).ids;
     await lh.claim({ queue: 'probe', owner: 'a', leaseMs: 600_000, limit: 1 });
     await lh.claim({ queue: 'probe', owner: 'b', leaseMs: 60_000, limit: 1 });
