@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { STATEMENT_NAME } from '../../src/shared/operation-names.js';
 import { runUnnamedOn } from '../../src/storage/db.js';
 import { pooled } from './db.js';
 
@@ -28,13 +29,13 @@ export function statementsSentOn(target: pg.Pool) {
   return { pool, labels: () => [...sent], clear: () => void sent.splice(0) };
 }
 
-const NAMED = /^leasehold_(.+)_[0-9a-f]{10}$/;
-const COMMENTED = /^\/\* leasehold_(.+)_[0-9a-f]{10} \*\//;
+// An unnamed statement leads with its name in a comment (storage/db.ts, `unnamedText`).
+const LEADING_COMMENT = /^\/\* (\S+) \*\//;
 
 function labelOf(config: unknown): string | null {
   if (typeof config !== 'object' || config === null) return null;
   const { name, text } = config as { name?: unknown; text?: unknown };
-  if (typeof name === 'string') return NAMED.exec(name)?.[1] ?? null;
-  if (typeof text === 'string') return COMMENTED.exec(text)?.[1] ?? null;
-  return null;
+  const full =
+    typeof name === 'string' ? name : typeof text === 'string' ? LEADING_COMMENT.exec(text)?.[1] : undefined;
+  return full === undefined ? null : (STATEMENT_NAME.exec(full)?.[1] ?? null);
 }

@@ -103,43 +103,50 @@ export async function recoverExpiredLeases(
 }
 
 /**
- * LeaseNextExpiry: reads nothing but the time, in ms from now (database time), until the earliest
- * running lease that has not lapsed yet lapses; null when no lease is running. The recovery sweep
- * sleeps until then (within its interval), so a dead worker's leases are swept as they lapse, not
- * up to an interval later. No lock; the first entry of jobs_expired_lease_idx past now().
+ * The ms from now (database time) until the earliest running lease that has not lapsed yet lapses;
+ * null when no lease is running. No lock; the first entry of jobs_expired_lease_idx past now().
+ * Read alone after a sweep (LeaseNextExpiry) and beside the lapse test (LeaseLapseProbe).
+ */
+const nextLapseMs = (s: string) => `(SELECT extract(epoch FROM min(lease_expires_at) - now()) * 1000
+          FROM ${s}.jobs
+          WHERE status = 'running' AND lease_expires_at > now())`;
+
+/** A row's `ms` (numeric arrives as text) as a number, or null. */
+const msOrNull = (ms: string | number | null | undefined): number | null =>
+  ms === null || ms === undefined ? null : Number(ms);
+
+/**
+ * LeaseNextExpiry: reads nothing but the time until the next lease lapses (nextLapseMs). The
+ * recovery sweep sleeps until then (within its interval), so a dead worker's leases are swept as
+ * they lapse, not up to an interval later.
  */
 const LeaseNextExpiry = defineStatement(
   'lease_next_expiry',
   (s) => `
-  SELECT extract(epoch FROM min(lease_expires_at) - now()) * 1000 AS ms
-  FROM ${s}.jobs
-  WHERE status = 'running' AND lease_expires_at > now()`,
+  SELECT ${nextLapseMs(s)} AS ms`,
 );
 
 /** Milliseconds until the earliest unlapsed running lease lapses (database time); null when none runs. */
 export async function msUntilNextLeaseExpiry(db: Queryable, schema: string): Promise<number | null> {
   const rows = await run<{ ms: string | number | null }>(db, LeaseNextExpiry(schema), []);
-  const ms = rows[0]?.ms;
-  return ms === null || ms === undefined ? null : Number(ms);
+  return msOrNull(rows[0]?.ms);
 }
 
 /**
  * LeaseLapseProbe: reads, without a lock, whether some running lease has lapsed (database time),
- * and the ms until the earliest one that has not lapses (null when none runs). Two probes of
- * jobs_expired_lease_idx, one row. A worker's sweep asks this first and runs JobRecoverExpired only
- * when a lease has lapsed: on a healthy or idle queue nearly every pass finds none, and the sweep
- * then costs one index probe instead of the recovery statement and LeaseNextExpiry (two statements
- * a second per worker, each woken from idle, in the way of the next claim). The probe is only a
- * hint: a lease that lapses just after it is swept by the next pass, as one that lapses just after
- * a sweep always was, and the sweep itself re-checks every lease it takes.
+ * and the time until the next one lapses (nextLapseMs). Two probes of jobs_expired_lease_idx, one
+ * row. A worker's sweep asks this first and runs JobRecoverExpired only when a lease has lapsed: on
+ * a healthy or idle queue nearly every pass finds none, and the sweep then costs one index probe
+ * instead of the recovery statement and LeaseNextExpiry (two statements a second per worker, each
+ * woken from idle, in the way of the next claim). The probe is only a hint: a lease that lapses just
+ * after it is swept by the next pass, as one that lapses just after a sweep always was, and the
+ * sweep itself re-checks every lease it takes.
  */
 const LeaseLapseProbe = defineStatement(
   'lease_lapse_probe',
   (s) => `
   SELECT EXISTS (SELECT 1 FROM ${s}.jobs WHERE status = 'running' AND lease_expires_at <= now()) AS lapsed,
-         (SELECT extract(epoch FROM min(lease_expires_at) - now()) * 1000
-          FROM ${s}.jobs
-          WHERE status = 'running' AND lease_expires_at > now()) AS ms`,
+         ${nextLapseMs(s)} AS ms`,
 );
 
 /** Whether a running lease has lapsed (database time), and ms until the next unlapsed one lapses (null: none runs). */
@@ -148,9 +155,5 @@ export async function probeLeaseLapses(
   schema: string,
 ): Promise<{ lapsed: boolean; nextLapseInMs: number | null }> {
   const rows = await run<{ lapsed: boolean; ms: string | number | null }>(db, LeaseLapseProbe(schema), []);
-  const ms = rows[0]?.ms;
-  return {
-    lapsed: rows[0]?.lapsed === true,
-    nextLapseInMs: ms === null || ms === undefined ? null : Number(ms),
-  };
+  return { lapsed: rows[0]?.lapsed === true, nextLapseInMs: msOrNull(rows[0]?.ms) };
 }
